@@ -1,0 +1,48 @@
+# Helpers shared by every folder's CMakeLists.txt.
+
+set(LOOM_WARNING_FLAGS -Wall -Wextra -Wpedantic -Wno-missing-field-initializers)
+if(LOOM_WERROR)
+  list(APPEND LOOM_WARNING_FLAGS -Werror)
+endif()
+
+# Bit-identical results across ranks and layouts: no contraction into FMA.
+add_compile_options(-ffp-contract=off)
+
+if(LOOM_SANITIZE)
+  add_compile_options(-fsanitize=${LOOM_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${LOOM_SANITIZE})
+endif()
+
+# loom_library(NAME alias SOURCES... [DEPS ...])
+function(loom_library name)
+  cmake_parse_arguments(ARG "" "ALIAS" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  if(ARG_ALIAS)
+    add_library(${ARG_ALIAS} ALIAS ${name})
+  endif()
+  target_include_directories(${name} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/comm/include>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_compile_options(${name} PRIVATE ${LOOM_WARNING_FLAGS})
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+endfunction()
+
+# loom_test(NAME SOURCES... DEPS ... LABELS ... [TIMEOUT s])
+function(loom_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  if(NOT LOOM_HAVE_GTEST)
+    return()
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${LOOM_WARNING_FLAGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  add_test(NAME ${name} COMMAND ${name})
+  if(NOT ARG_LABELS)
+    set(ARG_LABELS unit)
+  endif()
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 120)
+  endif()
+  set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
+endfunction()

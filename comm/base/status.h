@@ -1,0 +1,3 @@
+// Internal spelling of the public Status/Result/Deadline header.
+#pragma once
+#include <loom/status.hpp>

@@ -1,0 +1,167 @@
+// loom's C++ API: communicators and collectives.
+//
+// Contract, in short:
+// - A Communicator is created collectively by `size` ranks (threads or
+//   processes, on one or many hosts) that share a UniqueId. Create blocks
+//   until every rank has joined, the fingerprints matched and every peer
+//   connection is up, or fails with a Status naming the rank that was missing
+//   or different.
+// - Operations on one communicator execute in the order they were issued, on
+//   one background thread per communicator. Every rank must issue the same
+//   collectives in the same order (as with NCCL and MPI).
+// - Buffers are host memory here (device buffers: see the CUDA path). The
+//   caller owns every buffer and must keep it alive and untouched until the
+//   operation completes: the blocking form returns, or Work::Wait/Test reports
+//   completion.
+// - Methods may be called from any thread, but issuing order is what the
+//   caller's own synchronisation makes it; Abort and AsyncError are safe from
+//   any thread at any time.
+// - Nothing waits forever: every wait ends at its deadline (CommConfig::timeout,
+//   default LOOM_TIMEOUT_MS) or when the communicator is aborted. A peer that
+//   dies makes every pending and later operation fail with RemoteError naming
+//   it; the first asynchronous error sticks.
+// - all-reduce results are bit-identical on every rank.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "loom/status.hpp"
+#include "loom/types.hpp"
+
+namespace loom {
+
+// The rendezvous ticket: address of rank 0's store and a random job secret.
+// Plain bytes (128, like ncclUniqueId) so it can travel over MPI, files, env.
+struct UniqueId {
+  std::array<uint8_t, 128> bytes{};
+
+  // Picks an address of this host (NCCL_SOCKET_IFNAME rules) and a free port,
+  // and draws a fresh secret. The caller becomes the store host: pass the id
+  // to rank 0 of Communicator::Create in this process.
+  static Result<UniqueId> Create();
+  // "host:port" plus secret, for a launcher that picked the port itself.
+  static Result<UniqueId> FromAddress(const std::string& host_port, uint64_t secret);
+  std::string ToString() const;  // "host:port/secret-hex", for logs and env
+  static Result<UniqueId> Parse(const std::string& text);
+};
+
+struct CommConfig {
+  // Limit for every wait inside the communicator; 0 = LOOM_TIMEOUT_MS.
+  std::chrono::milliseconds timeout{0};
+  // Name shown in logs (NCCL's commName).
+  std::string name;
+};
+
+inline constexpr int kSplitNoColor = -1;  // NCCL_SPLIT_NOCOLOR
+
+class Communicator;
+
+// Handle of one issued operation. Cheap to copy; all copies see the same
+// operation. An invalid call yields a Work that is already complete with the
+// error.
+class [[nodiscard]] Work {
+ public:
+  Work() = default;
+  // Blocks until the operation completes or the deadline passes (kTimeout;
+  // the operation itself goes on). Returns the operation's Status.
+  Status Wait(Deadline deadline = Deadline::Never()) const;
+  // Non-blocking: true when complete (then Wait returns at once).
+  bool Test() const;
+
+  struct State;
+  explicit Work(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+class Communicator {
+ public:
+  // Collective over `size` ranks sharing `id`. Blocks (see the contract).
+  static Result<std::unique_ptr<Communicator>> Create(const UniqueId& id, int rank, int size,
+                                                      const CommConfig& config = {});
+  // Rank, size and rendezvous from the launcher's environment, in order:
+  // LOOM_RANK/LOOM_WORLD_SIZE/LOOM_ROOT; torchrun's RANK/WORLD_SIZE/
+  // MASTER_ADDR/MASTER_PORT; Open MPI's OMPI_COMM_WORLD_*; Slurm's
+  // SLURM_PROCID/SLURM_NTASKS; PMI_RANK/PMI_SIZE. The last three need
+  // LOOM_ROOT or MASTER_ADDR/MASTER_PORT for the address.
+  static Result<std::unique_ptr<Communicator>> CreateFromEnv(const CommConfig& config = {});
+
+  // Destroys: completes outstanding work (bounded by the timeout) unless
+  // aborted, then tears the connections down.
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  // Collective: all ranks call it. Ranks with the same color form a new
+  // communicator, ordered by (key, old rank). kSplitNoColor yields nullptr.
+  Result<std::unique_ptr<Communicator>> Split(int color, int key, const CommConfig& config = {});
+
+  // Waits for every issued operation, then says goodbye to the peers.
+  Status Finalize();
+  // Any thread, any time: pending and future operations fail with kRemoteError
+  // ("aborted"); waits return at once.
+  void Abort();
+  // The first asynchronous error (a dead peer, a timeout), or OK.
+  Status AsyncError() const;
+
+  int rank() const;
+  int size() const;
+  const std::string& host() const;
+
+  // --- non-blocking forms: issue and return a Work ---
+  Work AllReduceAsync(const void* sendbuf, void* recvbuf, size_t count, DataType type, RedOp op);
+  // recvcount elements land on each rank; sendbuf holds size()*recvcount.
+  Work ReduceScatterAsync(const void* sendbuf, void* recvbuf, size_t recvcount, DataType type,
+                          RedOp op);
+  // recvbuf holds size()*sendcount.
+  Work AllGatherAsync(const void* sendbuf, void* recvbuf, size_t sendcount, DataType type);
+  Work BroadcastAsync(const void* sendbuf, void* recvbuf, size_t count, DataType type, int root);
+  // recvbuf matters on root only.
+  Work ReduceAsync(const void* sendbuf, void* recvbuf, size_t count, DataType type, RedOp op,
+                   int root);
+  // count elements to and from each peer; buffers hold size()*count.
+  Work AllToAllAsync(const void* sendbuf, void* recvbuf, size_t count, DataType type);
+  Work SendAsync(const void* buf, size_t count, DataType type, int peer);
+  Work RecvAsync(void* buf, size_t count, DataType type, int peer);
+  Work BarrierAsync();
+
+  // --- blocking forms: issue and wait (bounded by the timeout) ---
+  Status AllReduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, RedOp op);
+  Status ReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType type,
+                       RedOp op);
+  Status AllGather(const void* sendbuf, void* recvbuf, size_t sendcount, DataType type);
+  Status Broadcast(const void* sendbuf, void* recvbuf, size_t count, DataType type, int root);
+  Status Reduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, RedOp op,
+                int root);
+  Status AllToAll(const void* sendbuf, void* recvbuf, size_t count, DataType type);
+  Status Send(const void* buf, size_t count, DataType type, int peer);
+  Status Recv(void* buf, size_t count, DataType type, int peer);
+  Status Barrier();
+
+  class Impl;
+
+ private:
+  explicit Communicator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Groups, like ncclGroupStart/ncclGroupEnd (per thread, nestable). Between
+// them, operations on any communicator are collected instead of issued (the
+// blocking forms return OK at once); GroupEnd issues each communicator's batch
+// as one operation in which all sends and receives progress together, then
+// waits for all of them. Needed for exchanges that would deadlock one by one.
+Status GroupStart();
+Status GroupEnd();
+
+// "0.1.0"
+const char* Version();
+// LOOM_VERSION_CODE-style integer, NCCL-like: major*10000 + minor*100 + patch.
+int VersionCode();
+
+}  // namespace loom
