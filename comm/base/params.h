@@ -27,7 +27,9 @@ class Param {
   bool nccl_twin() const { return nccl_twin_; }
   const char* doc() const { return doc_; }
 
-  // The raw text and where it came from ("LOOM_X", "NCCL_X", a file, or "default").
+  // The raw text and where it came from: "env LOOM_X", "env NCCL_X",
+  // "file <path>" or "default". An empty value anywhere counts as unset.
+  // Thread-safe; reads the environment each call, the config files once.
   struct Raw {
     std::string value;
     std::string source;
@@ -54,7 +56,9 @@ class BoolParam : public Param {
  public:
   constexpr BoolParam(const char* name, const char* def, bool nccl, const char* doc)
       : Param(name, ParamType::kBool, def, nccl, doc) {}
-  bool Get() const;  // "1", "true", "yes", "on" (any case) are true
+  // "true", "yes", "on" (any case) and nonzero integers are true; "false",
+  // "no", "off" and 0 are false; anything else logs a WARN and yields the default.
+  bool Get() const;
 };
 
 class StringParam : public Param {
@@ -82,6 +86,10 @@ extern const StringParam kDebugFile;
 
 // Every declared parameter, in declaration order (for `loom info --params`).
 const std::vector<const Param*>& All();
+
+// Forgets the cached config files so the next lookup reads them again.
+// For tests that write a config file or change LOOM_CONF_FILE/HOME.
+void ReloadConfigFilesForTest();
 }  // namespace params
 
 }  // namespace loom

@@ -1,0 +1,68 @@
+# cmake --install: headers, libraries, the loom CLI, a CMake package
+# (find_package(loom) -> loom::loom, loom::nccl) and pkg-config files.
+include(CMakePackageConfigHelpers)
+
+install(FILES
+  comm/include/loom/loom.hpp comm/include/loom/status.hpp comm/include/loom/types.hpp
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/loom)
+
+# The static C++ library is the set of per-folder archives; install them all
+# and export them so find_package(loom) resolves loom::loom's dependencies.
+set(LOOM_EXPORTED_TARGETS loom_base loom_topology loom_reduce loom_patterns loom_transports
+    loom_collectives loom_loom)
+install(TARGETS ${LOOM_EXPORTED_TARGETS} EXPORT loomTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(TARGET loom_nccl)
+  install(TARGETS loom_nccl EXPORT loomTargets
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
+install(EXPORT loomTargets NAMESPACE loom:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/loom)
+
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/loomConfig.cmake.in [=[
+@PACKAGE_INIT@
+include(CMakeFindDependencyMacro)
+find_dependency(Threads)
+include("${CMAKE_CURRENT_LIST_DIR}/loomTargets.cmake")
+]=])
+configure_package_config_file(${CMAKE_CURRENT_BINARY_DIR}/loomConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/loomConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/loom)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/loomConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/loomConfig.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/loomConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/loom)
+
+# pkg-config: `pkg-config --cflags --libs loom` (C++ API, static archives) and
+# `loom-nccl` (the NCCL-compatible shared library).
+set(LOOM_PC_LIBS "")
+foreach(t loom_loom loom_collectives loom_transports loom_patterns loom_reduce loom_topology loom_base)
+  string(APPEND LOOM_PC_LIBS " -l${t}")
+endforeach()
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/loom.pc
+"prefix=${CMAKE_INSTALL_PREFIX}
+libdir=\${prefix}/${CMAKE_INSTALL_LIBDIR}
+includedir=\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}
+
+Name: loom
+Description: loom collective-communication runtime (C++ API)
+Version: ${PROJECT_VERSION}
+Cflags: -I\${includedir}
+Libs: -L\${libdir}${LOOM_PC_LIBS} -lpthread -lrt
+")
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/loom-nccl.pc
+"prefix=${CMAKE_INSTALL_PREFIX}
+libdir=\${prefix}/${CMAKE_INSTALL_LIBDIR}
+includedir=\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}
+
+Name: loom-nccl
+Description: loom's NCCL-compatible C API (loom/nccl.h, libloom_nccl.so)
+Version: ${PROJECT_VERSION}
+Cflags: -I\${includedir}
+Libs: -L\${libdir} -lloom_nccl
+")
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/loom.pc ${CMAKE_CURRENT_BINARY_DIR}/loom-nccl.pc
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

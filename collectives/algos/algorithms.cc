@@ -1,0 +1,370 @@
+// Ring, binomial tree, recursive doubling, pairwise and dissemination
+// schedules turned into gated Transfer lists. Pure rank math lives in
+// collectives/patterns; this file only decides which bytes go where.
+#include "collectives/algos/algorithms.h"
+
+#include <cstring>
+
+#include "collectives/patterns/recursive_doubling.h"
+#include "collectives/patterns/ring.h"
+#include "collectives/patterns/tree.h"
+#include "collectives/reduce/reduce.h"
+
+namespace loom {
+
+const char* AlgoName(Algo algo) {
+  switch (algo) {
+    case Algo::kAuto: return "Auto";
+    case Algo::kRing: return "Ring";
+    case Algo::kTree: return "Tree";
+    case Algo::kRecursiveDoubling: return "RecursiveDoubling";
+    case Algo::kPairwise: return "Pairwise";
+    case Algo::kDissemination: return "Dissemination";
+    case Algo::kDirect: return "Direct";
+  }
+  return "?";
+}
+
+void* Scratch::Get(size_t bytes) {
+  if (buf_.size() < bytes) {
+    buf_.clear();
+    buf_.shrink_to_fit();
+    buf_.resize(bytes);  // value-initialisation touches every page once, here
+  }
+  return buf_.data();
+}
+
+namespace {
+
+using patterns::BlockRange;
+using patterns::Range;
+
+const char* At(const void* base, size_t elem_offset, size_t esize) {
+  return static_cast<const char*>(base) + elem_offset * esize;
+}
+char* At(void* base, size_t elem_offset, size_t esize) {
+  return static_cast<char*>(base) + elem_offset * esize;
+}
+
+// Builds a transfer list; `Last()` lets the next step gate on the previous one.
+class Plan {
+ public:
+  Plan(const CollArgs& args, size_t max_transfers) : args_(args) { t_.reserve(max_transfers); }
+
+  Transfer* Send(int peer, const void* src, size_t bytes, const Transfer* gate = nullptr) {
+    Transfer& t = Add(Transfer::Dir::kSend, peer, bytes, gate);
+    t.src = src;
+    return &t;
+  }
+  Transfer* Recv(int peer, void* dst, size_t bytes, const Transfer* gate = nullptr) {
+    Transfer& t = Add(Transfer::Dir::kRecv, peer, bytes, gate);
+    t.dst = dst;
+    return &t;
+  }
+  // dst = with (op) incoming
+  Transfer* RecvReduce(int peer, void* dst, const void* with, size_t bytes,
+                       const Transfer* gate = nullptr) {
+    Transfer* t = Recv(peer, dst, bytes, gate);
+    t->reduce_with = with;
+    t->reduce = &ReduceInto;
+    t->op = args_.op == RedOp::kAvg ? RedOp::kSum : args_.op;
+    return t;
+  }
+  Status Run(Engine& engine, Deadline deadline) { return engine.Run(t_, deadline); }
+
+ private:
+  Transfer& Add(Transfer::Dir dir, int peer, size_t bytes, const Transfer* gate) {
+    // reserve() guarantees stable addresses for gates.
+    Transfer& t = t_.emplace_back();
+    t.dir = dir;
+    t.peer = peer;
+    t.kind = args_.kind;
+    t.bytes = bytes;
+    t.type = args_.type;
+    t.gate = gate;
+    return t;
+  }
+  const CollArgs& args_;
+  std::vector<Transfer> t_;
+};
+
+void CopyIfDistinct(void* dst, const void* src, size_t bytes) {
+  if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
+}
+
+// Ring all-reduce = ring reduce-scatter into recv, then ring all-gather of
+// the reduced blocks. Every block is reduced once, in ring order, and then
+// copied: all ranks end bit-identical. Needs no scratch: partial sums land in
+// recv's blocks, which the all-gather overwrites with final values only after
+// they have left this rank (element-wise causality through the ring).
+Status RingAllReduce(Engine& e, int r, const CollArgs& a, Deadline deadline) {
+  const int n = e.size();
+  const size_t es = SizeOf(a.type);
+  auto block = [&](int b) { return BlockRange(a.count, n, ((b % n) + n) % n, 64 / es); };
+  Plan plan(a, 4 * n);
+  const Transfer* prev_recv = nullptr;
+  const int next = patterns::RingNext(r, n), prev = patterns::RingPrev(r, n);
+  for (int s = 0; s < n - 1; ++s) {
+    Range sb = block(patterns::RingReduceScatterSendBlock(r, n, s));
+    Range rb = block(patterns::RingReduceScatterRecvBlock(r, n, s));
+    const void* src = s == 0 ? At(a.send, sb.offset, es) : At(a.recv, sb.offset, es);
+    plan.Send(next, src, sb.count * es, prev_recv);
+    prev_recv = plan.RecvReduce(prev, At(a.recv, rb.offset, es), At(a.send, rb.offset, es),
+                                rb.count * es);
+  }
+  for (int s = 0; s < n - 1; ++s) {
+    Range sb = block(patterns::RingAllGatherSendBlock(r, n, s));
+    Range rb = block(patterns::RingAllGatherRecvBlock(r, n, s));
+    plan.Send(next, At(a.recv, sb.offset, es), sb.count * es, prev_recv);
+    prev_recv = plan.Recv(prev, At(a.recv, rb.offset, es), rb.count * es);
+  }
+  return plan.Run(e, deadline);
+}
+
+// Recursive doubling: log2(n) full-buffer exchanges, for small messages.
+// Buffers alternate between recv and scratch so a rank never receives into
+// the buffer it is still sending from.
+Status RecursiveDoublingAllReduce(Engine& e, int r, const CollArgs& a, Scratch& scratch,
+                                  Deadline deadline) {
+  const int n = e.size();
+  const size_t bytes = a.count * SizeOf(a.type);
+  const auto p = patterns::MakeRecursiveDoublingPlan(r, n);
+  if (p.role == patterns::RecursiveDoublingPlan::kFoldedOut) {
+    Plan plan(a, 2);
+    const Transfer* sent = plan.Send(p.fold_peer, a.send, bytes);
+    (void)sent;
+    plan.Recv(p.fold_peer, a.recv, bytes);
+    return plan.Run(e, deadline);
+  }
+  void* bufs[2] = {a.recv, scratch.Get(bytes)};
+  Plan plan(a, 2 * p.partners.size() + 2);
+  const void* cur = a.send;  // holds this rank's running result
+  const Transfer* gate = nullptr;
+  // Never receive into the buffer being sent from (in place, send == recv).
+  auto next_dst = [&] { return cur == bufs[0] ? bufs[1] : bufs[0]; };
+  if (p.fold_peer >= 0) {
+    void* dst = next_dst();
+    gate = plan.RecvReduce(p.fold_peer, dst, cur, bytes);
+    cur = dst;
+  }
+  const Transfer* last_send = nullptr;
+  for (int partner : p.partners) {
+    void* dst = next_dst();
+    const Transfer* send = plan.Send(partner, cur, bytes, gate);
+    Transfer* recv = plan.RecvReduce(partner, dst, cur, bytes, gate);
+    // dst is what the previous step sent from: overwrite only what has left.
+    recv->also = last_send;
+    gate = recv;
+    last_send = send;
+    cur = dst;
+  }
+  if (p.fold_peer >= 0) plan.Send(p.fold_peer, cur, bytes, gate);
+  LOOM_TRY(plan.Run(e, deadline));
+  CopyIfDistinct(a.recv, cur, bytes);
+  return Status::Ok();
+}
+
+// Binomial-tree reduce into `out` at root (scratch elsewhere); children are
+// reduced in a fixed order, so the result does not depend on timing.
+Status TreeReduce(Engine& e, int r, const CollArgs& a, void* out, Scratch& scratch,
+                  Deadline deadline) {
+  const int n = e.size();
+  const size_t bytes = a.count * SizeOf(a.type);
+  const auto children = patterns::BinomialChildren(r, n, a.root);
+  const int parent = patterns::BinomialParent(r, n, a.root);
+  Plan plan(a, children.size() + 1);
+  const void* cur = a.send;
+  const Transfer* gate = nullptr;
+  void* work = r == a.root ? out : scratch.Get(bytes);
+  for (int c : children) {
+    gate = plan.RecvReduce(c, work, cur, bytes, gate);
+    cur = work;
+  }
+  if (parent >= 0) plan.Send(parent, cur, bytes, gate);
+  LOOM_TRY(plan.Run(e, deadline));
+  if (r == a.root) CopyIfDistinct(out, cur, bytes);
+  return Status::Ok();
+}
+
+// Broadcast down a binomial tree (small) or a chain (large, pipelined).
+Status TreeOrChainBroadcast(Engine& e, int r, const CollArgs& a, bool chain, Deadline deadline) {
+  const int n = e.size();
+  const size_t bytes = a.count * SizeOf(a.type);
+  Plan plan(a, n + 1);
+  const Transfer* gate = nullptr;
+  const void* src = a.send;
+  if (r == a.root) {
+    CopyIfDistinct(a.recv, a.send, bytes);
+  } else {
+    int from = chain ? patterns::ChainPrev(r, n, a.root) : patterns::BinomialParent(r, n, a.root);
+    gate = plan.Recv(from, a.recv, bytes);
+    src = a.recv;
+  }
+  if (chain) {
+    int to = patterns::ChainNext(r, n, a.root);
+    if (to >= 0) plan.Send(to, src, bytes, gate);
+  } else {
+    // Farthest subtree first: it has the longest way to go.
+    auto kids = patterns::BinomialChildren(r, n, a.root);
+    for (auto it = kids.rbegin(); it != kids.rend(); ++it) plan.Send(*it, src, bytes, gate);
+  }
+  return plan.Run(e, deadline);
+}
+
+// Ring reduce-scatter: partial blocks travel through scratch (each block its
+// own slot, so no slot is rewritten while still being sent); the last step
+// lands in recv.
+Status RingReduceScatter(Engine& e, int r, const CollArgs& a, Scratch& scratch,
+                         Deadline deadline) {
+  const int n = e.size();
+  const size_t bb = a.count * SizeOf(a.type);  // bytes per block
+  const char* send = static_cast<const char*>(a.send);
+  char* work = static_cast<char*>(scratch.Get(bb * n));
+  Plan plan(a, 2 * n);
+  const int next = patterns::RingNext(r, n), prev = patterns::RingPrev(r, n);
+  const Transfer* prev_recv = nullptr;
+  for (int s = 0; s < n - 1; ++s) {
+    int sb = patterns::RingReduceScatterSendBlock(r, n, s);
+    int rb = patterns::RingReduceScatterRecvBlock(r, n, s);
+    const void* src = s == 0 ? send + sb * bb : work + sb * bb;
+    plan.Send(next, src, bb, prev_recv);
+    void* dst = s == n - 2 ? a.recv : work + rb * bb;
+    prev_recv = plan.RecvReduce(prev, dst, send + rb * bb, bb);
+  }
+  return plan.Run(e, deadline);
+}
+
+Status RingAllGather(Engine& e, int r, const CollArgs& a, Deadline deadline) {
+  const int n = e.size();
+  const size_t bb = a.count * SizeOf(a.type);
+  char* recv = static_cast<char*>(a.recv);
+  CopyIfDistinct(recv + r * bb, a.send, bb);
+  Plan plan(a, 2 * n);
+  const int next = patterns::RingNext(r, n), prev = patterns::RingPrev(r, n);
+  const Transfer* prev_recv = nullptr;
+  for (int s = 0; s < n - 1; ++s) {
+    plan.Send(next, recv + patterns::RingAllGatherSendBlock(r, n, s) * bb, bb, prev_recv);
+    prev_recv = plan.Recv(prev, recv + patterns::RingAllGatherRecvBlock(r, n, s) * bb, bb);
+  }
+  return plan.Run(e, deadline);
+}
+
+// All-to-all: every pair exchanges directly; rank r sends to r+i while
+// receiving from r-i, all posted at once. In place, the outgoing blocks are
+// first copied aside so no block is overwritten before it left.
+Status PairwiseAllToAll(Engine& e, int r, const CollArgs& a, Scratch& scratch, Deadline deadline) {
+  const int n = e.size();
+  const size_t bb = a.count * SizeOf(a.type);
+  const char* send = static_cast<const char*>(a.send);
+  char* recv = static_cast<char*>(a.recv);
+  if (send == recv) {
+    char* copy = static_cast<char*>(scratch.Get(bb * n));
+    std::memcpy(copy, send, bb * n);
+    send = copy;
+  }
+  std::memcpy(recv + r * bb, send + r * bb, bb);
+  Plan plan(a, 2 * n);
+  for (int i = 1; i < n; ++i) {
+    int to = (r + i) % n, from = (r - i + n) % n;
+    plan.Send(to, send + to * bb, bb);
+    plan.Recv(from, recv + from * bb, bb);
+  }
+  return plan.Run(e, deadline);
+}
+
+// Dissemination barrier: ceil(log2 n) rounds of empty messages.
+Status DisseminationBarrier(Engine& e, int r, const CollArgs& a, Deadline deadline) {
+  const int n = e.size();
+  Plan plan(a, 64);
+  const Transfer* gate = nullptr;
+  for (int d = 1; d < n; d <<= 1) {
+    plan.Send((r + d) % n, nullptr, 0, gate);
+    gate = plan.Recv((r - d + n) % n, nullptr, 0, gate);
+  }
+  return plan.Run(e, deadline);
+}
+
+Status SendRecv(Engine& e, const CollArgs& a, Deadline deadline) {
+  Plan plan(a, 1);
+  const size_t bytes = a.count * SizeOf(a.type);
+  if (a.send != nullptr) {
+    plan.Send(a.root, a.send, bytes);
+  } else {
+    plan.Recv(a.root, a.recv, bytes);
+  }
+  return plan.Run(e, deadline);
+}
+
+}  // namespace
+
+Status RunAlgorithm(Engine& engine, int rank, Algo algo, const CollArgs& a, Scratch& scratch,
+                    Deadline deadline) {
+  const int n = engine.size();
+  const size_t bytes = a.count * SizeOf(a.type);
+  switch (a.kind) {
+    case OpKind::kAllReduce: {
+      if (n == 1) {
+        CopyIfDistinct(a.recv, a.send, bytes);
+      } else if (algo == Algo::kRing) {
+        LOOM_TRY(RingAllReduce(engine, rank, a, deadline));
+      } else if (algo == Algo::kRecursiveDoubling) {
+        LOOM_TRY(RecursiveDoublingAllReduce(engine, rank, a, scratch, deadline));
+      } else {
+        CollArgs to_root = a;
+        to_root.root = 0;
+        LOOM_TRY(TreeReduce(engine, rank, to_root, a.recv, scratch, deadline));
+        CollArgs down = to_root;
+        down.send = a.recv;
+        LOOM_TRY(TreeOrChainBroadcast(engine, rank, down, /*chain=*/false, deadline));
+      }
+      if (a.op == RedOp::kAvg) ScaleForAvg(a.recv, a.count, a.type, n);
+      return Status::Ok();
+    }
+    case OpKind::kReduceScatter: {
+      if (n == 1) {
+        CopyIfDistinct(a.recv, a.send, bytes);
+      } else {
+        LOOM_TRY(RingReduceScatter(engine, rank, a, scratch, deadline));
+      }
+      if (a.op == RedOp::kAvg) ScaleForAvg(a.recv, a.count, a.type, n);
+      return Status::Ok();
+    }
+    case OpKind::kAllGather:
+      if (n == 1) {
+        CopyIfDistinct(a.recv, a.send, bytes);
+        return Status::Ok();
+      }
+      return RingAllGather(engine, rank, a, deadline);
+    case OpKind::kBroadcast:
+      if (n == 1) {
+        CopyIfDistinct(a.recv, a.send, bytes);
+        return Status::Ok();
+      }
+      return TreeOrChainBroadcast(engine, rank, a, algo == Algo::kRing, deadline);
+    case OpKind::kReduce: {
+      if (n == 1) {
+        CopyIfDistinct(a.recv, a.send, bytes);
+      } else {
+        LOOM_TRY(TreeReduce(engine, rank, a, a.recv, scratch, deadline));
+      }
+      if (rank == a.root && a.op == RedOp::kAvg) ScaleForAvg(a.recv, a.count, a.type, n);
+      return Status::Ok();
+    }
+    case OpKind::kAllToAll:
+      if (n == 1) {
+        CopyIfDistinct(a.recv, a.send, bytes);
+        return Status::Ok();
+      }
+      return PairwiseAllToAll(engine, rank, a, scratch, deadline);
+    case OpKind::kBarrier:
+      if (n == 1) return Status::Ok();
+      return DisseminationBarrier(engine, rank, a, deadline);
+    case OpKind::kSendRecv:
+      return SendRecv(engine, a, deadline);
+    case OpKind::kInternal:
+      break;
+  }
+  return InternalError("no algorithm for this operation");
+}
+
+}  // namespace loom

@@ -1,0 +1,46 @@
+// Collective algorithms, written only against the Engine/Transfer interface.
+//
+// Each algorithm turns one collective into a list of Transfers (sends,
+// receives, receives that reduce) whose gates chain the steps, posts them
+// all at once and lets the engine pipeline them: a block starts moving on to
+// the next rank while it is still arriving from the previous one.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "comm/base/status.h"
+#include "transports/engine.h"
+
+namespace loom {
+
+enum class Algo { kAuto, kRing, kTree, kRecursiveDoubling, kPairwise, kDissemination, kDirect };
+const char* AlgoName(Algo algo);
+
+struct CollArgs {
+  OpKind kind = OpKind::kAllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  // elements: per rank for AllReduce/Broadcast/Reduce; per block otherwise
+  DataType type = DataType::kFloat32;
+  RedOp op = RedOp::kSum;
+  int root = 0;  // Broadcast/Reduce root; Send/Recv peer
+};
+
+// Grow-only scratch memory owned by a communicator, pre-faulted when it grows
+// so that no collective pays first-touch page faults twice.
+class Scratch {
+ public:
+  void* Get(size_t bytes);
+
+ private:
+  std::vector<char> buf_;
+};
+
+// Runs `args` with `algo` (never kAuto) on `engine`. The caller validated the
+// arguments; `rank` is this rank, engine.size() the communicator size.
+Status RunAlgorithm(Engine& engine, int rank, Algo algo, const CollArgs& args, Scratch& scratch,
+                    Deadline deadline);
+
+}  // namespace loom

@@ -1,0 +1,228 @@
+// The declared parameters and their lookup: LOOM_X, then NCCL_X, then the
+// config files (NCCL's NAME=value format), then the default.
+#include "comm/base/params.h"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <unordered_map>
+
+#include "comm/base/log.h"
+
+namespace loom {
+
+namespace {
+
+// One NAME=value line of a config file.
+struct ConfigEntry {
+  std::string value;
+  size_t file_rank;  // position of its file in the search order; lower wins
+  std::string file;
+};
+using ConfigMap = std::unordered_map<std::string, ConfigEntry>;  // key: "LOOM_X" or "NCCL_X"
+
+// The cached config files: loaded on first use, dropped by the test hook.
+// Loading must never log: the log module reads DEBUG* through Lookup() while
+// holding its own lock.
+std::mutex g_config_mu;
+std::shared_ptr<const ConfigMap> g_config;
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+const char* GetEnv(const std::string& name) {
+  const char* v = std::getenv(name.c_str());
+  return (v != nullptr && *v != '\0') ? v : nullptr;  // set-but-empty counts as unset
+}
+
+// Home directory: $HOME, else the password database (NCCL uses the latter).
+std::string HomeDir() {
+  if (const char* home = GetEnv("HOME")) return home;
+  struct passwd* pw = getpwuid(getuid());
+  return (pw != nullptr && pw->pw_dir != nullptr) ? pw->pw_dir : "";
+}
+
+// Search order, first wins: the file named by LOOM_CONF_FILE / NCCL_CONF_FILE,
+// or else the user's ~/.loom_env and ~/.nccl.conf; then the system files.
+std::vector<std::string> ConfigFilePaths() {
+  std::vector<std::string> paths;
+  if (const char* f = GetEnv("LOOM_CONF_FILE")) {
+    paths.emplace_back(f);
+  } else if (const char* g = GetEnv("NCCL_CONF_FILE")) {
+    paths.emplace_back(g);
+  } else if (std::string home = HomeDir(); !home.empty()) {
+    paths.push_back(home + "/.loom_env");
+    paths.push_back(home + "/.nccl.conf");
+  }
+  paths.emplace_back("/etc/loom.conf");
+  paths.emplace_back("/etc/nccl.conf");
+  return paths;
+}
+
+// Adds the NAME=value lines of one file; a missing or unreadable file is
+// skipped silently, as NCCL does. Blank lines and '#' comments are skipped;
+// a name already present (from an earlier file or line) is kept.
+void ParseConfigFile(const std::string& path, size_t rank, ConfigMap* out) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::string_view l = Trim(line);
+    if (l.empty() || l.front() == '#') continue;
+    size_t eq = l.find('=');
+    if (eq == std::string_view::npos) continue;
+    std::string name(Trim(l.substr(0, eq)));
+    std::string value(Trim(l.substr(eq + 1)));
+    if (name.empty() || value.empty()) continue;  // an empty value does not hide a later file
+    out->try_emplace(std::move(name), ConfigEntry{std::move(value), rank, path});
+  }
+}
+
+std::shared_ptr<const ConfigMap> Config() {
+  std::lock_guard<std::mutex> lock(g_config_mu);
+  if (!g_config) {
+    auto map = std::make_shared<ConfigMap>();
+    std::vector<std::string> paths = ConfigFilePaths();
+    for (size_t i = 0; i < paths.size(); ++i) ParseConfigFile(paths[i], i, map.get());
+    g_config = std::move(map);
+  }
+  return g_config;
+}
+
+// NCCL's integer syntax: strtoll with base 0 (so 0x10 is hex, 010 is octal),
+// nothing but the number.
+bool ParseInt(const std::string& s, int64_t* out) {
+  if (s.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 0);
+  if (errno != 0 || end == s.c_str() || *end != '\0') return false;
+  *out = v;
+  return true;
+}
+
+bool ParseBool(const std::string& s, bool* out) {
+  std::string lower;
+  for (char c : s) lower += (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  if (lower == "true" || lower == "yes" || lower == "on") {
+    *out = true;
+    return true;
+  }
+  if (lower == "false" || lower == "no" || lower == "off") {
+    *out = false;
+    return true;
+  }
+  // NCCL's flags are integers: any nonzero number means true.
+  int64_t v = 0;
+  if (!ParseInt(s, &v)) return false;
+  *out = v != 0;
+  return true;
+}
+
+}  // namespace
+
+Param::Raw Param::Lookup() const {
+  const std::string loom_name = std::string("LOOM_") + name_;
+  const std::string nccl_name = std::string("NCCL_") + name_;
+  if (const char* v = GetEnv(loom_name)) return {v, "env " + loom_name};
+  if (nccl_twin_) {
+    if (const char* v = GetEnv(nccl_name)) return {v, "env " + nccl_name};
+  }
+  std::shared_ptr<const ConfigMap> config = Config();
+  const ConfigEntry* best = nullptr;
+  if (auto it = config->find(loom_name); it != config->end()) best = &it->second;
+  if (nccl_twin_) {
+    auto it = config->find(nccl_name);
+    // In one file LOOM_X beats NCCL_X; across files the earlier file wins.
+    if (it != config->end() && (best == nullptr || it->second.file_rank < best->file_rank)) {
+      best = &it->second;
+    }
+  }
+  if (best != nullptr) return {best->value, "file " + best->file};
+  return {default_, "default"};
+}
+
+int64_t IntParam::Get() const {
+  Raw raw = Lookup();
+  int64_t v = 0;
+  if (ParseInt(raw.value, &v)) return v;
+  LOOM_WARN(log::kEnv, "%s from %s is '%s', not an integer; using the default %s", name(),
+            raw.source.c_str(), raw.value.c_str(), default_value());
+  return ParseInt(default_value(), &v) ? v : 0;
+}
+
+bool BoolParam::Get() const {
+  Raw raw = Lookup();
+  bool v = false;
+  if (ParseBool(raw.value, &v)) return v;
+  LOOM_WARN(log::kEnv,
+            "%s from %s is '%s', not a boolean (1/0, true/false, yes/no, on/off); using the "
+            "default %s",
+            name(), raw.source.c_str(), raw.value.c_str(), default_value());
+  return ParseBool(default_value(), &v) && v;
+}
+
+std::string StringParam::Get() const {
+  return Lookup().value;
+}
+
+namespace params {
+
+// clang-format off
+const IntParam kTimeoutMs("TIMEOUT_MS", "300000", false,
+    "Milliseconds any blocking step (bootstrap, connect, collective) may wait; 0 = never time out");
+const StringParam kSocketIfname("SOCKET_IFNAME", "", true,
+    "Interfaces for TCP: prefix list, ^ to exclude, = for exact names (NCCL grammar)");
+const StringParam kSocketFamily("SOCKET_FAMILY", "", true,
+    "Address family for TCP: AF_INET or AF_INET6; empty = either");
+const IntParam kSocketNthreads("SOCKET_NTHREADS", "1", true,
+    "Helper threads per TCP connection");
+const IntParam kNsocksPerthread("NSOCKS_PERTHREAD", "1", true,
+    "Sockets each TCP helper thread drives");
+const BoolParam kShmDisable("SHM_DISABLE", "0", true,
+    "Do not use the shared-memory transport between ranks on one host");
+const BoolParam kP2pDisable("P2P_DISABLE", "0", true,
+    "Do not use direct GPU-to-GPU (CUDA IPC) transfers");
+const IntParam kBuffsize("BUFFSIZE", "4194304", true,
+    "Bytes of each per-peer shared-memory FIFO and staging buffer");
+const IntParam kChunkSize("CHUNK_SIZE", "0", false,
+    "Bytes per pipeline slice of a collective; 0 = chosen automatically");
+const StringParam kAlgo("ALGO", "", true,
+    "Force or exclude algorithms, NCCL_ALGO grammar (e.g. Ring, ^Tree, allreduce:ring)");
+const IntParam kSpinUs("SPIN_US", "50", false,
+    "Microseconds to poll for progress before sleeping");
+const StringParam kDebug("DEBUG", "", true,
+    "Log level: VERSION, WARN, INFO, ABORT or TRACE; unset = no output");
+const StringParam kDebugSubsys("DEBUG_SUBSYS", "INIT,BOOTSTRAP,ENV", true,
+    "Subsystems logged at INFO/TRACE, comma-separated; a leading ^ excludes them");
+const StringParam kDebugFile("DEBUG_FILE", "", true,
+    "Write the log to this file instead of stderr; %h = host name, %p = pid");
+// clang-format on
+
+const std::vector<const Param*>& All() {
+  static const std::vector<const Param*> all = {
+      &kTimeoutMs,  &kSocketIfname, &kSocketFamily, &kSocketNthreads, &kNsocksPerthread,
+      &kShmDisable, &kP2pDisable,   &kBuffsize,     &kChunkSize,      &kAlgo,
+      &kSpinUs,     &kDebug,        &kDebugSubsys,  &kDebugFile,
+  };
+  return all;
+}
+
+void ReloadConfigFilesForTest() {
+  std::lock_guard<std::mutex> lock(g_config_mu);
+  g_config.reset();
+}
+
+}  // namespace params
+
+}  // namespace loom

@@ -1,0 +1,65 @@
+// StoreClient: one rank's connection to the rendezvous store. Implements
+// Exchange (all-gather by tag) for connection setup, and delivers the
+// store's "a peer failed" notices to a callback from its reader thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/base/exchange.h"
+
+namespace loom::bootstrap {
+
+class StoreClient final : public Exchange {
+ public:
+  struct Identity {
+    int rank = 0;
+    int size = 0;
+    std::string host;
+    int64_t pid = 0;
+  };
+  // Called on the reader thread with (failed rank, message) when the store
+  // reports a peer failure or the store itself goes away (rank -1).
+  using FailureCallback = std::function<void(int rank, const std::string& message)>;
+
+  // Connects (retrying while the store is not up yet) and registers. Fails
+  // with the store's reason (secret mismatch, rank taken...) or a timeout.
+  static Result<std::unique_ptr<StoreClient>> Connect(const std::string& host, uint16_t port,
+                                                      uint64_t secret, const Identity& me,
+                                                      Deadline deadline);
+  ~StoreClient() override;
+
+  void SetFailureCallback(FailureCallback cb);
+
+  Result<std::vector<std::string>> AllGather(std::string_view tag, std::string mine,
+                                             Deadline deadline) override;
+  // Tells the others this rank failed (best effort).
+  void ReportFailure(const std::string& message);
+  // Clean goodbye: the store will not report this rank as vanished.
+  void Bye();
+
+ private:
+  StoreClient() = default;
+  Status SendFrame(const std::string& frame);
+  void ReaderLoop();
+
+  int fd_ = -1;
+  Identity me_;
+  std::string store_desc_;
+  std::thread reader_;
+  std::mutex mu_;  // guards everything below and socket writes
+  std::condition_variable cv_;
+  std::map<std::string, std::vector<std::string>> gathered_;
+  Status broken_;  // set when the store connection is gone or a peer failed
+  FailureCallback on_failure_;
+  bool said_bye_ = false;
+};
+
+}  // namespace loom::bootstrap

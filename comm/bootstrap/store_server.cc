@@ -1,0 +1,320 @@
+// StoreServer: Asio sessions on one thread; all state is touched only there.
+#include "comm/bootstrap/store_server.h"
+
+#include <boost/asio.hpp>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "comm/base/log.h"
+#include "comm/bootstrap/wire.h"
+
+namespace loom::bootstrap {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl> {
+ public:
+  struct Session : std::enable_shared_from_this<Session> {
+    explicit Session(tcp::socket s) : socket(std::move(s)) {}
+    tcp::socket socket;
+    uint32_t header[2]{};
+    std::string body;
+    std::deque<std::string> outbox;
+    int rank = -1;
+    std::string host;
+    int64_t pid = 0;
+    bool said_bye = false;
+    bool closed = false;
+  };
+
+  Impl(uint64_t secret) : secret_(secret), acceptor_(io_) {}
+
+  Status Bind(const std::string& host, uint16_t port) {
+    boost::system::error_code ec;
+    auto addr = asio::ip::make_address(host, ec);
+    if (ec) return InvalidArgument("store address '" + host + "' is not numeric: " + ec.message());
+    tcp::endpoint ep(addr, port);
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return SystemError("cannot serve the rendezvous store on " + host + ":" +
+                         std::to_string(port) + ": " + ec.message() +
+                         " (port taken by another job? pick another LOOM_ROOT/MASTER_PORT)");
+    }
+    port_ = acceptor_.local_endpoint().port();
+    return Status::Ok();
+  }
+
+  void Run() {
+    Accept();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+
+  void Stop() {
+    io_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  uint16_t port() const { return port_; }
+
+  bool WaitUntilDone(Deadline deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_until(lock, deadline.at(), [&] { return done_; });
+  }
+
+ private:
+  void Accept() {
+    acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
+      if (ec) return;  // stopped
+      auto s = std::make_shared<Session>(std::move(socket));
+      all_.push_back(s);
+      ReadHeader(s);
+      Accept();
+    });
+  }
+
+  void ReadHeader(const std::shared_ptr<Session>& s) {
+    asio::async_read(s->socket, asio::buffer(s->header, 8),
+                     [this, s](boost::system::error_code ec, size_t) {
+                       if (ec) return Closed(s);
+                       uint32_t len = s->header[0];
+                       if (len < 4 || len > kMaxFrameBytes) return Closed(s);
+                       s->body.resize(len - 4);
+                       asio::async_read(s->socket, asio::buffer(s->body),
+                                        [this, s](boost::system::error_code ec2, size_t) {
+                                          if (ec2) return Closed(s);
+                                          Handle(s, static_cast<MsgType>(s->header[1]));
+                                          if (!s->closed) ReadHeader(s);
+                                        });
+                     });
+  }
+
+  void Send(const std::shared_ptr<Session>& s, std::string frame) {
+    if (s->closed) return;
+    s->outbox.push_back(std::move(frame));
+    if (s->outbox.size() == 1) Flush(s);
+  }
+
+  void Flush(const std::shared_ptr<Session>& s) {
+    asio::async_write(s->socket, asio::buffer(s->outbox.front()),
+                      [this, s](boost::system::error_code ec, size_t) {
+                        if (ec) return;
+                        s->outbox.pop_front();
+                        if (!s->outbox.empty()) Flush(s);
+                      });
+  }
+
+  void Reject(const std::shared_ptr<Session>& s, const std::string& why) {
+    LOOM_WARN(log::kBootstrap, "store: refused a client: %s", why.c_str());
+    Writer w;
+    w.Str(why);
+    // Write the error, then close once it is out.
+    auto frame = std::make_shared<std::string>(w.Frame(MsgType::kError));
+    s->closed = true;
+    asio::async_write(s->socket, asio::buffer(*frame), [s, frame](boost::system::error_code, size_t) {
+      boost::system::error_code ignored;
+      s->socket.shutdown(tcp::socket::shutdown_both, ignored);
+      s->socket.close(ignored);
+    });
+  }
+
+  void Handle(const std::shared_ptr<Session>& s, MsgType type) {
+    Reader r(s->body);
+    if (s->rank < 0 && type != MsgType::kHello) return Reject(s, "first message is not a hello");
+    switch (type) {
+      case MsgType::kHello: {
+        uint64_t magic = r.U64();
+        uint32_t version = r.U32();
+        uint64_t secret = r.U64();
+        int rank = r.I32();
+        int size = r.I32();
+        std::string host = r.Str();
+        int64_t pid = static_cast<int64_t>(r.U64());
+        if (r.failed() || magic != kStoreMagic) return Reject(s, "not a loom client");
+        if (version != kProtocolVersion) {
+          return Reject(s, "protocol version " + std::to_string(version) + " of rank " +
+                               std::to_string(rank) + " on " + host + " differs from the store's " +
+                               std::to_string(kProtocolVersion) +
+                               ": all hosts must run the same loom version");
+        }
+        if (secret != secret_) {
+          return Reject(s, "job secret mismatch: rank " + std::to_string(rank) + " on " + host +
+                               " holds a UniqueId of another (or an earlier) job");
+        }
+        if (size_ == 0) size_ = size;
+        if (size != size_ || rank < 0 || rank >= size_) {
+          return Reject(s, "rank " + std::to_string(rank) + " of " + std::to_string(size) +
+                               " does not fit this job of " + std::to_string(size_) + " ranks");
+        }
+        if (by_rank_.count(rank) != 0) {
+          auto& other = by_rank_[rank];
+          return Reject(s, "rank " + std::to_string(rank) + " joined twice (" + host + " pid " +
+                               std::to_string(pid) + ", and " + other->host + " pid " +
+                               std::to_string(other->pid) + ")");
+        }
+        s->rank = rank;
+        s->host = host;
+        s->pid = pid;
+        by_rank_[rank] = s;
+        Send(s, Writer().Frame(MsgType::kHelloOk));
+        break;
+      }
+      case MsgType::kAllGather: {
+        std::string tag = r.Str();
+        std::string value = r.Str();
+        if (r.failed()) return Reject(s, "malformed all-gather");
+        auto& g = gathers_[tag];
+        if (g.values.empty()) g.values.resize(size_);
+        if (!g.values[s->rank]) {
+          g.values[s->rank] = std::move(value);
+          ++g.count;
+        }
+        if (g.count == size_) {
+          Writer w;
+          w.Str(tag);
+          w.U32(static_cast<uint32_t>(size_));
+          for (auto& v : g.values) w.Str(*v);
+          std::string frame = w.Frame(MsgType::kGathered);
+          for (auto& [rank, peer] : by_rank_) Send(peer, frame);
+          gathers_.erase(tag);
+        }
+        break;
+      }
+      case MsgType::kAbort: {
+        std::string why = r.Str();
+        Broadcast(s, "rank " + std::to_string(s->rank) + " (" + s->host + ", pid " +
+                         std::to_string(s->pid) + ") failed: " + why);
+        break;
+      }
+      case MsgType::kBye:
+        s->said_bye = true;
+        break;
+      default:
+        return Reject(s, "unknown message type " + std::to_string(static_cast<uint32_t>(type)));
+    }
+  }
+
+  void Broadcast(const std::shared_ptr<Session>& from, const std::string& message) {
+    Writer w;
+    w.I32(from->rank);
+    w.Str(message);
+    std::string frame = w.Frame(MsgType::kPeerFailed);
+    for (auto& [rank, peer] : by_rank_) {
+      if (peer != from) Send(peer, frame);
+    }
+  }
+
+  void Closed(const std::shared_ptr<Session>& s) {
+    if (s->closed && s->rank < 0) return;
+    bool was_closed = s->closed;
+    s->closed = true;
+    boost::system::error_code ignored;
+    s->socket.close(ignored);
+    if (s->rank < 0 || was_closed) return;
+    if (!s->said_bye) {
+      LOOM_WARN(log::kBootstrap, "store: rank %d (%s, pid %lld) vanished without goodbye", s->rank,
+                s->host.c_str(), static_cast<long long>(s->pid));
+      Broadcast(s, "rank " + std::to_string(s->rank) + " (" + s->host + ", pid " +
+                       std::to_string(s->pid) +
+                       ") lost its connection to the rendezvous store without saying goodbye: "
+                       "it exited, crashed or was killed");
+    }
+    ++ended_;
+    if (size_ > 0 && ended_ == size_) {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+      cv_.notify_all();
+    }
+  }
+
+  struct Gather {
+    std::vector<std::optional<std::string>> values;
+    int count = 0;
+  };
+
+  uint64_t secret_;
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  uint16_t port_ = 0;
+  std::thread thread_;
+  int size_ = 0;
+  int ended_ = 0;
+  std::vector<std::shared_ptr<Session>> all_;
+  std::map<int, std::shared_ptr<Session>> by_rank_;
+  std::map<std::string, Gather> gathers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
+StoreServer::StoreServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+StoreServer::~StoreServer() { impl_->Stop(); }
+
+Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& host, uint16_t port,
+                                                        uint64_t secret) {
+  auto impl = std::make_unique<Impl>(secret);
+  LOOM_TRY(impl->Bind(host, port));
+  impl->Run();
+  LOOM_INFO(log::kBootstrap, "rendezvous store serving on %s:%u", host.c_str(), impl->port());
+  return std::unique_ptr<StoreServer>(new StoreServer(std::move(impl)));
+}
+
+uint16_t StoreServer::port() const { return impl_->port(); }
+bool StoreServer::WaitUntilDone(Deadline deadline) { return impl_->WaitUntilDone(deadline); }
+
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::map<uint16_t, std::unique_ptr<StoreServer>> servers;
+  ~Registry() {
+    // At process exit, give live jobs a moment to say goodbye.
+    for (auto& [port, s] : servers) s->WaitUntilDone(Deadline::After(std::chrono::milliseconds(2000)));
+  }
+};
+
+Registry& GetRegistry() {
+  static Registry registry;
+  return registry;
+}
+
+// Servers whose job ended are dropped when the next one is adopted.
+void Reap(Registry& reg) {
+  for (auto it = reg.servers.begin(); it != reg.servers.end();) {
+    if (it->second->WaitUntilDone(Deadline::At(std::chrono::steady_clock::now()))) {
+      it = reg.servers.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace
+
+void AdoptServer(std::unique_ptr<StoreServer> server) {
+  Registry& reg = GetRegistry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  Reap(reg);
+  uint16_t port = server->port();
+  reg.servers[port] = std::move(server);
+}
+
+Status EnsureServer(const std::string& host, uint16_t port, uint64_t secret) {
+  Registry& reg = GetRegistry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  Reap(reg);
+  if (reg.servers.count(port) != 0) return Status::Ok();
+  LOOM_ASSIGN_OR_RETURN(auto server, StoreServer::Start(host, port, secret));
+  reg.servers[port] = std::move(server);
+  return Status::Ok();
+}
+
+}  // namespace loom::bootstrap

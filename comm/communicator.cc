@@ -1,0 +1,405 @@
+// Communicator: argument checks, the ordered operation queue, the worker
+// thread, errors that stick, and the public methods.
+#include "comm/communicator_impl.h"
+
+#include <cstring>
+#include <limits>
+
+#include "comm/base/log.h"
+#include "comm/base/params.h"
+#include "comm/group.h"
+#include "comm/launch_env.h"
+#include "comm/unique_id.h"
+
+namespace loom {
+
+// ---------------------------------------------------------------- Work
+
+Status Work::Wait(Deadline deadline) const {
+  if (state_ == nullptr) return InvalidUsage("Wait on an empty Work handle");
+  std::unique_lock<std::mutex> lock(state_->mu);
+  if (!state_->cv.wait_until(lock, deadline.at(), [&] { return state_->done; })) {
+    return TimeoutError("operation still running at the caller's deadline");
+  }
+  return state_->status;
+}
+
+bool Work::Test() const {
+  if (state_ == nullptr) return true;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->done;
+}
+
+namespace {
+Work DoneWork(Status s) {
+  auto st = std::make_shared<Work::State>();
+  st->Complete(std::move(s));
+  return Work(st);
+}
+}  // namespace
+
+// ---------------------------------------------------------------- Impl
+
+Communicator::Impl::~Impl() {
+  {
+    std::lock_guard<std::mutex> lock(q_mu_);
+    stopping_ = true;
+  }
+  q_cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  // The store's reader thread calls back into this object: stop it first.
+  store_.reset();
+  // Fail anything that never ran.
+  for (Op& op : queue_) op.state->Complete(RemoteError("communicator destroyed"));
+}
+
+Deadline Communicator::Impl::OpDeadline() const {
+  return Deadline::After(timeout);
+}
+
+Status Communicator::Impl::Validate(const CollArgs& a) const {
+  const char* what = OpKindName(a.kind);
+  if (!IsValid(a.type)) {
+    return InvalidArgument(std::string(what) + ": invalid datatype " +
+                           std::to_string(static_cast<int>(a.type)));
+  }
+  if (!IsValid(a.op)) {
+    return InvalidArgument(std::string(what) + ": invalid reduction op " +
+                           std::to_string(static_cast<int>(a.op)));
+  }
+  // Elements moved per rank buffer: whole-communicator buffers are size x count.
+  size_t blocks = 1;
+  if (a.kind == OpKind::kReduceScatter || a.kind == OpKind::kAllGather ||
+      a.kind == OpKind::kAllToAll) {
+    blocks = static_cast<size_t>(size);
+  }
+  const size_t es = SizeOf(a.type);
+  if (a.count > std::numeric_limits<size_t>::max() / es / blocks) {
+    return InvalidArgument(std::string(what) + ": count " + std::to_string(a.count) +
+                           " overflows the address space");
+  }
+  const bool rooted = a.kind == OpKind::kBroadcast || a.kind == OpKind::kReduce ||
+                      a.kind == OpKind::kSendRecv;
+  if (rooted && (a.root < 0 || a.root >= size)) {
+    return InvalidArgument(std::string(what) + ": " +
+                           (a.kind == OpKind::kSendRecv ? "peer " : "root ") +
+                           std::to_string(a.root) + " is not a rank of this communicator of " +
+                           std::to_string(size));
+  }
+  if (a.count > 0 && a.kind != OpKind::kBarrier) {
+    bool needs_send = a.kind != OpKind::kSendRecv || a.recv == nullptr;
+    bool needs_recv = a.kind != OpKind::kSendRecv || a.send == nullptr;
+    if (a.kind == OpKind::kBroadcast && rank != a.root) needs_send = false;
+    if (a.kind == OpKind::kReduce && rank != a.root) needs_recv = false;
+    if (needs_send && a.send == nullptr) {
+      return InvalidArgument(std::string(what) + ": send buffer is null with count " +
+                             std::to_string(a.count));
+    }
+    if (needs_recv && a.recv == nullptr) {
+      return InvalidArgument(std::string(what) + ": receive buffer is null with count " +
+                             std::to_string(a.count));
+    }
+  }
+  return Status::Ok();
+}
+
+Work Communicator::Impl::Issue(CollArgs args) {
+  Status v = Validate(args);
+  if (!v.ok()) {
+    LOOM_WARN(log::kColl, "rank %d: %s", rank, v.message().c_str());
+    return DoneWork(v);
+  }
+  if (GroupDepth() > 0) {
+    GroupAdd(this, args);
+    return DoneWork(Status::Ok());
+  }
+  return Submit({args});
+}
+
+Work Communicator::Impl::Submit(std::vector<CollArgs> items) {
+  auto state = std::make_shared<Work::State>();
+  {
+    std::lock_guard<std::mutex> lock(q_mu_);
+    if (finalized_) {
+      state->Complete(InvalidUsage("operation issued after Finalize"));
+      return Work(state);
+    }
+    queue_.push_back(Op{std::move(items), state});
+    ++issued_;
+  }
+  q_cv_.notify_all();
+  return Work(state);
+}
+
+void Communicator::Impl::WorkerLoop() {
+  for (;;) {
+    Op op;
+    {
+      std::unique_lock<std::mutex> lock(q_mu_);
+      q_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      op = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    Status s = AsyncError();
+    if (s.ok()) s = Execute(op);
+    if (!s.ok()) Fail(s);
+    op.state->Complete(s);
+    {
+      std::lock_guard<std::mutex> lock(q_mu_);
+      ++completed_;
+    }
+    q_cv_.notify_all();
+  }
+}
+
+Status Communicator::Impl::Execute(const Op& op) {
+  const Deadline deadline = OpDeadline();
+  // Send/Recv of one batch progress together; anything else runs in order.
+  std::vector<Transfer> p2p;
+  std::vector<size_t> p2p_items;
+  for (const CollArgs& a : op.items) {
+    if (a.kind == OpKind::kSendRecv) continue;
+    LOOM_TRY(RunOne(a, deadline));
+  }
+  // Sends to self match receives from self in issue order: a local copy.
+  std::vector<CollArgs> sr, self_sends, self_recvs;
+  for (const CollArgs& a : op.items) {
+    if (a.kind != OpKind::kSendRecv) continue;
+    if (a.root != rank) {
+      sr.push_back(a);
+    } else {
+      (a.send != nullptr ? self_sends : self_recvs).push_back(a);
+    }
+  }
+  if (self_sends.size() != self_recvs.size()) {
+    return InvalidUsage("rank " + std::to_string(rank) + " sends " +
+                        std::to_string(self_sends.size()) + " message(s) to itself but receives " +
+                        std::to_string(self_recvs.size()) +
+                        " from itself: put each self Send with its Recv in one group");
+  }
+  for (size_t i = 0; i < self_sends.size(); ++i) {
+    const size_t sb = self_sends[i].count * SizeOf(self_sends[i].type);
+    const size_t rb = self_recvs[i].count * SizeOf(self_recvs[i].type);
+    if (sb != rb) {
+      return InvalidUsage("self Send of " + std::to_string(sb) + " bytes matched with a Recv of " +
+                          std::to_string(rb) + " bytes");
+    }
+    if (sb > 0 && self_sends[i].send != self_recvs[i].recv) {
+      std::memmove(self_recvs[i].recv, self_sends[i].send, sb);
+    }
+  }
+  if (sr.empty()) return Status::Ok();
+  p2p.reserve(sr.size());
+  for (const CollArgs& a : sr) {
+    Transfer& t = p2p.emplace_back();
+    t.peer = a.root;
+    t.kind = OpKind::kSendRecv;
+    t.bytes = a.count * SizeOf(a.type);
+    t.type = a.type;
+    if (a.send != nullptr) {
+      t.dir = Transfer::Dir::kSend;
+      t.src = a.send;
+    } else {
+      t.dir = Transfer::Dir::kRecv;
+      t.dst = a.recv;
+    }
+  }
+  return engine_->Run(p2p, deadline);
+}
+
+Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
+  const size_t bytes = a.count * SizeOf(a.type);
+  Choice c = SelectAlgo(a.kind, bytes, size, link_, algo_filter_);
+  if (c.forced_fallback && CandidateAlgos(a.kind).size() > 1) {
+    LOOM_WARN(log::kTuning, "NCCL_ALGO allows no algorithm for %s; using %s", OpKindName(a.kind),
+              AlgoName(c.algo));
+  }
+  LOOM_TRACE(log::kTuning, "%s %zu bytes on %d ranks: %s (predicted %.1f us)", OpKindName(a.kind),
+             bytes, size, AlgoName(c.algo), c.predicted_us);
+  return RunAlgorithm(*engine_, rank, c.algo, a, scratch_, deadline)
+      .WithContext(std::string(OpKindName(a.kind)) + " on rank " + std::to_string(rank) + " (" +
+                   host + ")");
+}
+
+void Communicator::Impl::Fail(const Status& s) {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(err_mu_);
+    if (async_error_.ok()) {
+      async_error_ = s;
+      first = true;
+    }
+  }
+  abort_.store(true);
+  if (engine_) engine_->Wake();
+  if (first) {
+    LOOM_WARN(log::kColl, "rank %d: %s", rank, s.ToString().c_str());
+    // Tell the other ranks, unless the error came from them.
+    if (store_ && s.code() != Code::kRemoteError) store_->ReportFailure(s.ToString());
+  }
+}
+
+void Communicator::Impl::Abort(const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(err_mu_);
+    if (async_error_.ok()) async_error_ = why;
+  }
+  abort_.store(true);
+  if (engine_) engine_->Wake();
+}
+
+Status Communicator::Impl::AsyncError() const {
+  std::lock_guard<std::mutex> lock(err_mu_);
+  return async_error_;
+}
+
+Status Communicator::Impl::Drain(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(q_mu_);
+  if (!q_cv_.wait_until(lock, deadline.at(), [&] { return completed_ == issued_; })) {
+    return TimeoutError("rank " + std::to_string(rank) + ": " +
+                        std::to_string(issued_ - completed_) +
+                        " operation(s) still pending at the deadline");
+  }
+  return AsyncError();
+}
+
+Status Communicator::Impl::Finalize() {
+  Status s = Drain(OpDeadline());
+  {
+    std::lock_guard<std::mutex> lock(q_mu_);
+    if (finalized_) return s;
+    finalized_ = true;
+  }
+  if (s.ok() && store_) {
+    // Everyone is done before anyone says goodbye: a peer still receiving
+    // our last bytes must not see us vanish.
+    s = store_->Barrier("finalize", OpDeadline());
+  }
+  if (store_) store_->Bye();
+  return s;
+}
+
+// ---------------------------------------------------------------- Communicator
+
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Communicator::~Communicator() {
+  if (impl_ == nullptr) return;
+  if (!impl_->abort_.load()) (void)impl_->Finalize();
+  else if (impl_->store_) impl_->store_->Bye();
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::Create(const UniqueId& id, int rank, int size,
+                                                           const CommConfig& config) {
+  if (size < 1) return InvalidArgument("communicator size must be at least 1, got " + std::to_string(size));
+  if (rank < 0 || rank >= size) {
+    return InvalidArgument("rank " + std::to_string(rank) + " is out of range for size " +
+                           std::to_string(size));
+  }
+  LOOM_ASSIGN_OR_RETURN(auto parts, internal::ParseUniqueId(id));
+  LOOM_ASSIGN_OR_RETURN(auto impl,
+                        Impl::Create(parts.host, parts.port, parts.secret, rank, size, config));
+  return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::CreateFromEnv(const CommConfig& config) {
+  LOOM_ASSIGN_OR_RETURN(auto env, ReadLaunchEnv([](const char* n) { return std::getenv(n); }));
+  if (!env) {
+    return InvalidUsage("no launcher environment found (LOOM_RANK/LOOM_WORLD_SIZE/LOOM_ROOT, "
+                        "RANK/WORLD_SIZE/MASTER_ADDR, OMPI_COMM_WORLD_*, SLURM_PROCID, PMI_RANK); "
+                        "start the program with `loom run -np N -- prog` or pass rank and size");
+  }
+  if (env->rank == 0) LOOM_TRY(internal::HostStoreForEnv(*env));
+  LOOM_ASSIGN_OR_RETURN(auto impl, Impl::Create(env->root_host, env->root_port, env->secret,
+                                                env->rank, env->size, config));
+  return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::Split(int color, int key,
+                                                          const CommConfig& config) {
+  return impl_->Split(color, key, config);
+}
+
+Status Communicator::Finalize() { return impl_->Finalize(); }
+void Communicator::Abort() { impl_->Abort(RemoteError("communicator aborted by the application")); }
+Status Communicator::AsyncError() const { return impl_->AsyncError(); }
+int Communicator::rank() const { return impl_->rank; }
+int Communicator::size() const { return impl_->size; }
+const std::string& Communicator::host() const { return impl_->host; }
+
+namespace {
+CollArgs Args(OpKind kind, const void* s, void* r, size_t count, DataType t, RedOp op = RedOp::kSum,
+              int root = 0) {
+  CollArgs a;
+  a.kind = kind;
+  a.send = s;
+  a.recv = r;
+  a.count = count;
+  a.type = t;
+  a.op = op;
+  a.root = root;
+  return a;
+}
+}  // namespace
+
+Work Communicator::AllReduceAsync(const void* s, void* r, size_t n, DataType t, RedOp op) {
+  return impl_->Issue(Args(OpKind::kAllReduce, s, r, n, t, op));
+}
+Work Communicator::ReduceScatterAsync(const void* s, void* r, size_t n, DataType t, RedOp op) {
+  return impl_->Issue(Args(OpKind::kReduceScatter, s, r, n, t, op));
+}
+Work Communicator::AllGatherAsync(const void* s, void* r, size_t n, DataType t) {
+  return impl_->Issue(Args(OpKind::kAllGather, s, r, n, t));
+}
+Work Communicator::BroadcastAsync(const void* s, void* r, size_t n, DataType t, int root) {
+  return impl_->Issue(Args(OpKind::kBroadcast, s, r, n, t, RedOp::kSum, root));
+}
+Work Communicator::ReduceAsync(const void* s, void* r, size_t n, DataType t, RedOp op, int root) {
+  return impl_->Issue(Args(OpKind::kReduce, s, r, n, t, op, root));
+}
+Work Communicator::AllToAllAsync(const void* s, void* r, size_t n, DataType t) {
+  return impl_->Issue(Args(OpKind::kAllToAll, s, r, n, t));
+}
+Work Communicator::SendAsync(const void* buf, size_t n, DataType t, int peer) {
+  return impl_->Issue(Args(OpKind::kSendRecv, buf, nullptr, n, t, RedOp::kSum, peer));
+}
+Work Communicator::RecvAsync(void* buf, size_t n, DataType t, int peer) {
+  return impl_->Issue(Args(OpKind::kSendRecv, nullptr, buf, n, t, RedOp::kSum, peer));
+}
+Work Communicator::BarrierAsync() {
+  return impl_->Issue(Args(OpKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8));
+}
+
+Status Communicator::AllReduce(const void* s, void* r, size_t n, DataType t, RedOp op) {
+  return AllReduceAsync(s, r, n, t, op).Wait();
+}
+Status Communicator::ReduceScatter(const void* s, void* r, size_t n, DataType t, RedOp op) {
+  return ReduceScatterAsync(s, r, n, t, op).Wait();
+}
+Status Communicator::AllGather(const void* s, void* r, size_t n, DataType t) {
+  return AllGatherAsync(s, r, n, t).Wait();
+}
+Status Communicator::Broadcast(const void* s, void* r, size_t n, DataType t, int root) {
+  return BroadcastAsync(s, r, n, t, root).Wait();
+}
+Status Communicator::Reduce(const void* s, void* r, size_t n, DataType t, RedOp op, int root) {
+  return ReduceAsync(s, r, n, t, op, root).Wait();
+}
+Status Communicator::AllToAll(const void* s, void* r, size_t n, DataType t) {
+  return AllToAllAsync(s, r, n, t).Wait();
+}
+Status Communicator::Send(const void* buf, size_t n, DataType t, int peer) {
+  return SendAsync(buf, n, t, peer).Wait();
+}
+Status Communicator::Recv(void* buf, size_t n, DataType t, int peer) {
+  return RecvAsync(buf, n, t, peer).Wait();
+}
+Status Communicator::Barrier() { return BarrierAsync().Wait(); }
+
+const char* Version() { return LOOM_VERSION_STRING; }
+int VersionCode() {
+  return LOOM_VERSION_MAJOR * 10000 + LOOM_VERSION_MINOR * 100 + LOOM_VERSION_PATCH;
+}
+
+}  // namespace loom

@@ -1,0 +1,102 @@
+// Communicator::Impl: the state behind the public Communicator — bootstrap
+// client, transports, engine, and the worker thread that executes issued
+// operations in order.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/algos/algorithms.h"
+#include "collectives/select/selector.h"
+#include "comm/bootstrap/store_client.h"
+#include "loom/loom.hpp"
+#include "transports/engine.h"
+#include "transports/shm/context.h"
+#include "transports/tcp/context.h"
+
+namespace loom {
+
+struct Work::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Status status;
+
+  void Complete(Status s) {
+    std::lock_guard<std::mutex> lock(mu);
+    status = std::move(s);
+    done = true;
+    cv.notify_all();
+  }
+};
+
+class Communicator::Impl {
+ public:
+  // One issued operation: a single collective, or a group's batch.
+  struct Op {
+    std::vector<CollArgs> items;
+    std::shared_ptr<Work::State> state;
+  };
+
+  Impl() = default;
+  ~Impl();
+
+  // Bootstrap and transport setup (setup.cc).
+  static Result<std::unique_ptr<Impl>> Create(const std::string& store_host, uint16_t store_port,
+                                              uint64_t secret, int rank, int size,
+                                              const CommConfig& config);
+
+  Work Issue(CollArgs args);            // validates, then queues (or adds to the open group)
+  Work Submit(std::vector<CollArgs> items);  // queues a batch now
+  Status Drain(Deadline deadline);      // waits until every issued op completed
+  Status Finalize();
+  void Abort(const Status& why);
+  Status AsyncError() const;
+  Result<std::unique_ptr<Communicator>> Split(int color, int key, const CommConfig& config);
+
+  int rank = 0;
+  int size = 1;
+  std::string host;
+  CommConfig config;
+  std::chrono::milliseconds timeout{0};
+
+ private:
+  friend class Communicator;
+  Status Validate(const CollArgs& a) const;
+  void WorkerLoop();
+  Status Execute(const Op& op);
+  Status RunOne(const CollArgs& a, Deadline deadline);
+  Deadline OpDeadline() const;
+  void Fail(const Status& s);
+
+  std::unique_ptr<bootstrap::StoreClient> store_;
+  std::unique_ptr<ShmContext> shm_;
+  std::unique_ptr<TcpContext> tcp_;
+  std::unique_ptr<Engine> engine_;
+  Scratch scratch_;
+  AlgoFilter algo_filter_;
+  LinkModel link_;
+  uint64_t secret_ = 0;
+  std::string bind_address_;  // local address of the chosen interface (for Split's stores)
+  int split_count_ = 0;
+
+  std::atomic<bool> abort_{false};
+  mutable std::mutex err_mu_;
+  Status async_error_;
+
+  std::mutex q_mu_;
+  std::condition_variable q_cv_;
+  std::deque<Op> queue_;
+  uint64_t issued_ = 0, completed_ = 0;
+  bool stopping_ = false;
+  bool finalized_ = false;
+  std::thread worker_;
+};
+
+}  // namespace loom

@@ -1,0 +1,87 @@
+// Fingerprint contents and the comparison that names the odd ranks out.
+#include "comm/fingerprint.h"
+
+#include <cstdlib>
+#include <map>
+
+#include "loom/loom.hpp"
+
+namespace loom {
+
+namespace {
+
+// Settings that change the wire protocol or the transport choice: a rank
+// that differs would hang or fail obscurely later (FAILURE_MODES rows 6, 13).
+const char* const kKeyEnv[] = {"SHM_DISABLE", "P2P_DISABLE", "IB_DISABLE", "NET",
+                               "BUFFSIZE",    "ALGO",        "PROTO"};
+
+std::string EnvValue(const char* name) {
+  for (const char* prefix : {"LOOM_", "NCCL_"}) {
+    if (const char* v = std::getenv((std::string(prefix) + name).c_str())) return v;
+  }
+  return "(unset)";
+}
+
+}  // namespace
+
+Fingerprint LocalFingerprint() {
+  Fingerprint fp;
+  fp.emplace_back("version", Version());
+#ifdef __VERSION__
+  fp.emplace_back("compiler", __VERSION__);
+#endif
+  fp.emplace_back("transports", "shm,tcp");
+  for (const char* k : kKeyEnv) fp.emplace_back(std::string("NCCL_") + k, EnvValue(k));
+  return fp;
+}
+
+std::string EncodeFingerprint(const Fingerprint& fp) {
+  std::string s;
+  for (auto& [k, v] : fp) s += k + "=" + v + "\n";
+  return s;
+}
+
+Fingerprint DecodeFingerprint(const std::string& text) {
+  Fingerprint fp;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) nl = text.size();
+    std::string line = text.substr(start, nl - start);
+    size_t eq = line.find('=');
+    if (eq != std::string::npos) fp.emplace_back(line.substr(0, eq), line.substr(eq + 1));
+    start = nl + 1;
+  }
+  return fp;
+}
+
+Status CompareFingerprints(const std::vector<Fingerprint>& all,
+                           const std::vector<std::string>& hosts) {
+  std::map<std::string, std::map<std::string, std::vector<int>>> by_key;  // key -> value -> ranks
+  for (size_t r = 0; r < all.size(); ++r) {
+    for (auto& [k, v] : all[r]) by_key[k][v].push_back(static_cast<int>(r));
+  }
+  std::string diff;
+  for (auto& [key, values] : by_key) {
+    size_t holders = 0;
+    for (auto& [v, ranks] : values) holders += ranks.size();
+    if (values.size() == 1 && holders == all.size()) continue;
+    diff += "\n  " + key + ":";
+    for (auto& [v, ranks] : values) {
+      diff += " '" + v + "' on rank";
+      diff += ranks.size() > 1 ? "s " : " ";
+      for (size_t i = 0; i < ranks.size() && i < 8; ++i) {
+        diff += (i ? "," : "") + std::to_string(ranks[i]) + "(" + hosts[ranks[i]] + ")";
+      }
+      if (ranks.size() > 8) diff += ",... (" + std::to_string(ranks.size()) + " ranks)";
+      diff += ";";
+    }
+    if (holders != all.size()) diff += " missing on the other ranks;";
+  }
+  if (diff.empty()) return Status::Ok();
+  return InvalidUsage("ranks disagree on settings that must match (same loom version and the same "
+                      "NCCL_/LOOM_ variables on every host):" +
+                      diff);
+}
+
+}  // namespace loom

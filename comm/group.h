@@ -1,0 +1,13 @@
+// Thread-local group state behind GroupStart/GroupEnd (NCCL semantics).
+#pragma once
+
+#include "collectives/algos/algorithms.h"
+#include "loom/loom.hpp"
+
+namespace loom {
+
+int GroupDepth();
+// Records an operation for `comm` in the innermost open group of this thread.
+void GroupAdd(Communicator::Impl* comm, const CollArgs& args);
+
+}  // namespace loom

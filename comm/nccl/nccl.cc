@@ -1,0 +1,680 @@
+// The NCCL-compatible C ABI (loom/nccl.h) over loom's C++ API: argument
+// checks, the one Status -> ncclResult_t conversion, and groups.
+//
+// Every entry point runs its body through Api(), which turns a non-OK Status
+// or any exception into an ncclResult_t, records the message for
+// ncclGetLastError and logs it at WARN. Nothing else converts results.
+#include "loom/nccl.h"
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <cstdarg>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "comm/base/log.h"
+#include "loom/loom.hpp"
+
+namespace {
+
+// The C enums are converted by value, so their numbers must stay NCCL's and loom's.
+static_assert(static_cast<int>(loom::Code::kUnhandledCudaError) == ncclUnhandledCudaError);
+static_assert(static_cast<int>(loom::Code::kSystemError) == ncclSystemError);
+static_assert(static_cast<int>(loom::Code::kInternalError) == ncclInternalError);
+static_assert(static_cast<int>(loom::Code::kInvalidArgument) == ncclInvalidArgument);
+static_assert(static_cast<int>(loom::Code::kInvalidUsage) == ncclInvalidUsage);
+static_assert(static_cast<int>(loom::Code::kRemoteError) == ncclRemoteError);
+static_assert(static_cast<int>(loom::Code::kInProgress) == ncclInProgress);
+static_assert(loom::kNumDataTypes == ncclNumTypes);
+static_assert(static_cast<int>(loom::DataType::kInt8) == ncclInt8);
+static_assert(static_cast<int>(loom::DataType::kUint8) == ncclUint8);
+static_assert(static_cast<int>(loom::DataType::kInt32) == ncclInt32);
+static_assert(static_cast<int>(loom::DataType::kUint32) == ncclUint32);
+static_assert(static_cast<int>(loom::DataType::kInt64) == ncclInt64);
+static_assert(static_cast<int>(loom::DataType::kUint64) == ncclUint64);
+static_assert(static_cast<int>(loom::DataType::kFloat16) == ncclFloat16);
+static_assert(static_cast<int>(loom::DataType::kFloat32) == ncclFloat32);
+static_assert(static_cast<int>(loom::DataType::kFloat64) == ncclFloat64);
+static_assert(static_cast<int>(loom::DataType::kBfloat16) == ncclBfloat16);
+static_assert(loom::kNumRedOps == ncclNumOps);
+static_assert(static_cast<int>(loom::RedOp::kSum) == ncclSum);
+static_assert(static_cast<int>(loom::RedOp::kProd) == ncclProd);
+static_assert(static_cast<int>(loom::RedOp::kMax) == ncclMax);
+static_assert(static_cast<int>(loom::RedOp::kMin) == ncclMin);
+static_assert(static_cast<int>(loom::RedOp::kAvg) == ncclAvg);
+static_assert(sizeof(ncclUniqueId) == sizeof(loom::UniqueId{}.bytes));
+static_assert(loom::kSplitNoColor == NCCL_SPLIT_NOCOLOR);
+
+// What ncclCommInitRank inside a group leaves for ncclGroupEnd to do.
+struct InitRequest {
+  loom::UniqueId id;
+  int rank = 0;
+  int nranks = 0;
+  loom::CommConfig config;
+};
+
+}  // namespace
+
+// The object behind ncclComm_t. Owned by the caller from creation until
+// ncclCommDestroy/ncclCommAbort.
+struct ncclComm {
+  // Null while a creation deferred to ncclGroupEnd is pending, or after it failed.
+  std::unique_ptr<loom::Communicator> impl;
+  // What ncclCommSplit with a NULL config inherits.
+  loom::CommConfig config;
+  // Set by ncclCommInitRank inside a group, cleared by ncclGroupEnd.
+  std::optional<InitRequest> pending;
+  // Why the deferred creation failed; reported by every later call.
+  loom::Status init_error;
+};
+
+namespace {
+
+// NCCL's per-thread state: groups are per thread, and so is the last error.
+struct ThreadState {
+  std::string last_error;
+  int group_depth = 0;
+  std::vector<ncclComm*> deferred;  // handles ncclGroupEnd must create
+};
+thread_local ThreadState t_state;
+
+std::string Printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string Printf(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  char buf[512];
+  int n = std::vsnprintf(buf, sizeof buf, fmt, args);
+  va_end(args);
+  if (n < 0) return fmt;
+  return std::string(buf, std::min(static_cast<size_t>(n), sizeof buf - 1));
+}
+
+// The one conversion from loom's results to NCCL's. Codes share NCCL's
+// numbers; a timeout is reported as a remote error, as NCCL does for a peer
+// that stops answering.
+ncclResult_t ToNcclResult(const loom::Status& status) {
+  switch (status.code()) {
+    case loom::Code::kOk: return ncclSuccess;
+    case loom::Code::kUnhandledCudaError: return ncclUnhandledCudaError;
+    case loom::Code::kSystemError: return ncclSystemError;
+    case loom::Code::kInternalError: return ncclInternalError;
+    case loom::Code::kInvalidArgument: return ncclInvalidArgument;
+    case loom::Code::kInvalidUsage: return ncclInvalidUsage;
+    case loom::Code::kRemoteError: return ncclRemoteError;
+    case loom::Code::kInProgress: return ncclInProgress;
+    case loom::Code::kTimeout: return ncclRemoteError;
+  }
+  return ncclInternalError;
+}
+
+// Keeps a failure's text for ncclGetLastError. Never throws: it runs on the
+// way out of the C boundary.
+void RecordError(const char* func, const loom::Status& status) noexcept {
+  try {
+    t_state.last_error = std::string(func) + ": " + status.ToString();
+  } catch (...) {
+    t_state.last_error.clear();  // out of memory: an empty message beats none at all
+  }
+}
+
+ncclResult_t Finish(const char* func, const loom::Status& status) noexcept {
+  if (status.ok()) return ncclSuccess;
+  RecordError(func, status);
+  LOOM_WARN(loom::log::kCall, "%s", t_state.last_error.c_str());
+  return ToNcclResult(status);
+}
+
+// Runs one API call's body (returning loom::Status) so that no exception
+// crosses the C boundary.
+template <typename Body>
+ncclResult_t Api(const char* func, Body&& body) noexcept {
+  try {
+    return Finish(func, body());
+  } catch (const std::exception& e) {
+    return Finish(func, loom::InternalError(Printf("unexpected exception: %s", e.what())));
+  } catch (...) {
+    return Finish(func, loom::InternalError("unexpected exception of unknown type"));
+  }
+}
+
+// --- argument conversion and checks ---
+
+loom::Result<loom::DataType> ToLoom(ncclDataType_t type) {
+  int v = static_cast<int>(type);
+  if (v < 0 || v >= ncclNumTypes) {
+    return loom::InvalidArgument(
+        Printf("datatype %d is not an ncclDataType_t (valid: 0..%d)", v, ncclNumTypes - 1));
+  }
+  return static_cast<loom::DataType>(v);
+}
+
+// Only the built-in operators: loom has no ncclRedOpCreatePreMulSum.
+loom::Result<loom::RedOp> ToLoom(ncclRedOp_t op) {
+  int v = static_cast<int>(op);
+  if (v < 0 || v >= ncclNumOps) {
+    return loom::InvalidArgument(
+        Printf("reduction op %d is not a built-in ncclRedOp_t (valid: 0..%d)", v, ncclNumOps - 1));
+  }
+  return static_cast<loom::RedOp>(v);
+}
+
+loom::UniqueId ToLoom(const ncclUniqueId& id) {
+  loom::UniqueId out;
+  std::memcpy(out.bytes.data(), id.internal, sizeof id.internal);
+  return out;
+}
+
+loom::Status CheckBuffer(const char* name, const void* buf, size_t count) {
+  if (buf == nullptr && count > 0) {
+    return loom::InvalidArgument(Printf("%s is NULL but count is %zu", name, count));
+  }
+  return loom::Status::Ok();
+}
+
+loom::Status CheckRank(const char* name, int value, int nranks) {
+  if (value < 0 || value >= nranks) {
+    return loom::InvalidArgument(Printf("%s %d is not a rank of this communicator (0..%d)", name,
+                                        value, nranks - 1));
+  }
+  return loom::Status::Ok();
+}
+
+// The communicator behind a handle, if it can take operations now.
+loom::Result<loom::Communicator*> Usable(ncclComm_t comm) {
+  if (comm == nullptr) return loom::InvalidArgument("comm is NULL");
+  if (comm->pending) {
+    return loom::InvalidUsage(
+        "communicator is still being created in the open group: use it after ncclGroupEnd");
+  }
+  if (comm->impl == nullptr) return comm->init_error.WithContext("communicator creation failed");
+  return comm->impl.get();
+}
+
+// Reads a caller's ncclConfig_t like NCCL does: `size` says how much of the
+// struct the caller's header had, `version` which fields were meaningful.
+loom::Result<loom::CommConfig> ParseConfig(const ncclConfig_t* config) {
+  loom::CommConfig out;
+  if (config == nullptr) return out;
+  size_t size = 0;
+  std::memcpy(&size, config, sizeof size);
+  ncclConfig_t known = NCCL_CONFIG_INITIALIZER;
+  if (size < offsetof(ncclConfig_t, version)) {
+    return loom::InvalidArgument(Printf(
+        "ncclConfig_t size %zu is too small: initialise it with NCCL_CONFIG_INITIALIZER", size));
+  }
+  std::memcpy(&known, config, std::min(size, sizeof known));
+  if (known.magic != NCCL_API_MAGIC) {
+    return loom::InvalidArgument(Printf(
+        "ncclConfig_t magic is 0x%x, not 0x%x: initialise it with NCCL_CONFIG_INITIALIZER",
+        known.magic, NCCL_API_MAGIC));
+  }
+  // Before 2.14 the struct had no options at all.
+  int blocking = known.version < NCCL_VERSION(2, 14, 0) ? NCCL_CONFIG_UNDEF_INT : known.blocking;
+  if (blocking != NCCL_CONFIG_UNDEF_INT && blocking != 0 && blocking != 1) {
+    return loom::InvalidArgument(
+        Printf("ncclConfig_t.blocking is %d; it must be 0, 1 or NCCL_CONFIG_UNDEF_INT", blocking));
+  }
+  if (blocking == 0) {
+    LOOM_INFO(loom::log::kInit,
+              "non-blocking communicator requested: loom completes every call before returning, "
+              "so calls return ncclSuccess rather than ncclInProgress");
+  }
+  if (known.version >= NCCL_VERSION(2, 17, 0) && known.netName != nullptr) {
+    LOOM_INFO(loom::log::kInit, "ncclConfig_t.netName \"%s\" ignored: choose transports with NCCL_NET",
+              known.netName);
+  }
+  return out;
+}
+
+// --- creation ---
+
+struct InitOutcome {
+  std::unique_ptr<loom::Communicator> comm;
+  loom::Status status;
+};
+
+InitOutcome CreateOne(const InitRequest& req) noexcept {
+  InitOutcome out;
+  try {
+    auto created = loom::Communicator::Create(req.id, req.rank, req.nranks, req.config);
+    if (created.ok()) {
+      out.comm = std::move(created).value();
+    } else {
+      out.status = created.status();
+    }
+  } catch (const std::exception& e) {
+    out.status = loom::InternalError(Printf("unexpected exception: %s", e.what()));
+  } catch (...) {
+    out.status = loom::InternalError("unexpected exception of unknown type");
+  }
+  return out;
+}
+
+// Ranks of one communicator that live in this process must rendezvous at the
+// same time, so each is created on its own thread. Blocks until all are done.
+std::vector<InitOutcome> CreateConcurrently(const std::vector<InitRequest>& requests) {
+  std::vector<InitOutcome> out(requests.size());
+  if (requests.size() == 1) {
+    out[0] = CreateOne(requests[0]);
+    return out;
+  }
+  std::vector<std::jthread> threads;  // joined on scope exit, also if a spawn throws
+  threads.reserve(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    threads.emplace_back([&requests, &out, i] { out[i] = CreateOne(requests[i]); });
+  }
+  return out;
+}
+
+void LogCreated(const ncclComm* comm) {
+  LOOM_INFO(loom::log::kInit, "comm %p rank %d nranks %d host %s - Init COMPLETE",
+            static_cast<const void*>(comm), comm->impl->rank(), comm->impl->size(),
+            comm->impl->host().c_str());
+}
+
+// ncclGroupEnd's half of a deferred ncclCommInitRank. Returns the first failure.
+loom::Status CompleteDeferredInits() {
+  std::vector<ncclComm*> handles;
+  handles.swap(t_state.deferred);
+  std::vector<InitRequest> requests;
+  requests.reserve(handles.size());
+  for (ncclComm* h : handles) requests.push_back(*h->pending);
+  std::vector<InitOutcome> outcomes = CreateConcurrently(requests);
+  loom::Status first;
+  for (size_t i = 0; i < handles.size(); ++i) {
+    handles[i]->pending.reset();
+    handles[i]->impl = std::move(outcomes[i].comm);
+    handles[i]->init_error = outcomes[i].status;
+    if (handles[i]->impl) {
+      LogCreated(handles[i]);
+    } else if (first.ok()) {
+      first = outcomes[i].status.WithContext(Printf("rank %d", requests[i].rank));
+    }
+  }
+  return first;
+}
+
+// A handle freed before its group ended must not be created by ncclGroupEnd.
+void ForgetDeferred(ncclComm* comm) {
+  auto& d = t_state.deferred;
+  d.erase(std::remove(d.begin(), d.end(), comm), d.end());
+}
+
+loom::Status InitRank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank,
+                      const ncclConfig_t* config) {
+  if (comm == nullptr) return loom::InvalidArgument("comm (the ncclComm_t to fill in) is NULL");
+  *comm = nullptr;
+  if (nranks < 1) return loom::InvalidArgument(Printf("nranks is %d; it must be at least 1", nranks));
+  LOOM_TRY(CheckRank("rank", rank, nranks));
+  LOOM_ASSIGN_OR_RETURN(loom::CommConfig parsed, ParseConfig(config));
+  auto handle = std::make_unique<ncclComm>();
+  handle->config = parsed;
+  InitRequest request{ToLoom(id), rank, nranks, std::move(parsed)};
+  if (t_state.group_depth > 0) {
+    handle->pending = std::move(request);
+    t_state.deferred.push_back(handle.get());
+    *comm = handle.release();
+    return loom::Status::Ok();
+  }
+  InitOutcome outcome = CreateOne(request);
+  LOOM_TRY(outcome.status);
+  handle->impl = std::move(outcome.comm);
+  LogCreated(handle.get());
+  *comm = handle.release();
+  return loom::Status::Ok();
+}
+
+// --- ncclGetUniqueId under a launcher ---
+
+// Launchers write the job id as a number (decimal or 0x-hex); any other text
+// is hashed (FNV-1a), so every rank still derives the same secret from it.
+uint64_t JobSecret(std::string_view text) {
+  uint64_t value = 0;
+  std::string_view digits = text;
+  int base = 10;
+  if (digits.starts_with("0x") || digits.starts_with("0X")) {
+    digits.remove_prefix(2);
+    base = 16;
+  }
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value, base);
+  if (!digits.empty() && ec == std::errc() && end == digits.data() + digits.size()) return value;
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+// The launcher's rendezvous, or nullopt when LOOM_ROOT is unset. LOOM_ROOT is
+// "host:port" (with the secret from LOOM_JOB_ID) or a full id text
+// "host:port/secret" as UniqueId::ToString writes it.
+loom::Result<std::optional<loom::UniqueId>> LauncherId() {
+  const char* root = std::getenv("LOOM_ROOT");
+  if (root == nullptr || *root == '\0') return std::optional<loom::UniqueId>();
+  std::string_view root_text(root);
+  if (root_text.find('/') != std::string_view::npos) {
+    LOOM_ASSIGN_OR_RETURN(loom::UniqueId id, loom::UniqueId::Parse(std::string(root_text)));
+    return std::optional<loom::UniqueId>(id);
+  }
+  const char* job = std::getenv("LOOM_JOB_ID");
+  // Without a job id the address itself is the only text all ranks share.
+  uint64_t secret = JobSecret(job != nullptr && *job != '\0' ? job : root);
+  auto id = loom::UniqueId::FromAddress(std::string(root_text), secret);
+  if (!id.ok()) return id.status().WithContext("LOOM_ROOT=" + std::string(root_text));
+  return std::optional<loom::UniqueId>(std::move(id).value());
+}
+
+// The launcher reserved one rendezvous port, for one communicator: only the
+// first ncclGetUniqueId in a process returns the launcher's id.
+std::atomic<bool> g_launcher_id_taken{false};
+
+}  // namespace
+
+// ===================== the C ABI =====================
+// Exported even when the library is built with -fvisibility=hidden; the
+// version script (exports.map) keeps everything else local.
+#pragma GCC visibility push(default)
+
+ncclResult_t ncclGetVersion(int* version) {
+  return Api("ncclGetVersion", [&]() -> loom::Status {
+    if (version == nullptr) return loom::InvalidArgument("version is NULL");
+    *version = NCCL_VERSION_CODE;
+    return loom::Status::Ok();
+  });
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  return Api("ncclGetUniqueId", [&]() -> loom::Status {
+    if (uniqueId == nullptr) return loom::InvalidArgument("uniqueId is NULL");
+    std::optional<loom::UniqueId> id;
+    if (!g_launcher_id_taken.exchange(true)) {
+      LOOM_ASSIGN_OR_RETURN(id, LauncherId());
+    }
+    if (!id) {
+      LOOM_ASSIGN_OR_RETURN(id, loom::UniqueId::Create());
+    }
+    std::memcpy(uniqueId->internal, id->bytes.data(), sizeof uniqueId->internal);
+    LOOM_INFO(loom::log::kBootstrap, "ncclGetUniqueId: %s", id->ToString().c_str());
+    return loom::Status::Ok();
+  });
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return Api("ncclCommInitRank",
+             [&]() -> loom::Status { return InitRank(comm, nranks, commId, rank, nullptr); });
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t* config) {
+  return Api("ncclCommInitRankConfig",
+             [&]() -> loom::Status { return InitRank(comm, nranks, commId, rank, config); });
+}
+
+ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* /*devlist: host buffers*/) {
+  return Api("ncclCommInitAll", [&]() -> loom::Status {
+    if (comm == nullptr) return loom::InvalidArgument("comm (the array to fill in) is NULL");
+    if (ndev < 1) return loom::InvalidArgument(Printf("ndev is %d; it must be at least 1", ndev));
+    std::fill(comm, comm + ndev, nullptr);
+    LOOM_ASSIGN_OR_RETURN(loom::UniqueId id, loom::UniqueId::Create());
+    std::vector<InitRequest> requests;
+    std::vector<std::unique_ptr<ncclComm>> handles;
+    for (int r = 0; r < ndev; ++r) {
+      requests.push_back(InitRequest{id, r, ndev, {}});
+      handles.push_back(std::make_unique<ncclComm>());
+    }
+    std::vector<InitOutcome> outcomes = CreateConcurrently(requests);
+    for (int r = 0; r < ndev; ++r) {
+      LOOM_TRY(outcomes[r].status.WithContext(Printf("rank %d", r)));
+    }
+    for (int r = 0; r < ndev; ++r) {
+      handles[r]->impl = std::move(outcomes[r].comm);
+      LogCreated(handles[r].get());
+      comm[r] = handles[r].release();
+    }
+    return loom::Status::Ok();
+  });
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                           ncclConfig_t* config) {
+  return Api("ncclCommSplit", [&]() -> loom::Status {
+    if (newcomm == nullptr) return loom::InvalidArgument("newcomm is NULL");
+    *newcomm = nullptr;
+    LOOM_ASSIGN_OR_RETURN(loom::Communicator * parent, Usable(comm));
+    if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
+      return loom::InvalidArgument(
+          Printf("color %d is negative and not NCCL_SPLIT_NOCOLOR", color));
+    }
+    if (t_state.group_depth > 0) {
+      return loom::InvalidUsage(
+          "ncclCommSplit inside a group is not supported: call it outside "
+          "ncclGroupStart/ncclGroupEnd");
+    }
+    auto handle = std::make_unique<ncclComm>();
+    if (config == nullptr) {
+      handle->config = comm->config;
+    } else {
+      LOOM_ASSIGN_OR_RETURN(handle->config, ParseConfig(config));
+    }
+    LOOM_ASSIGN_OR_RETURN(handle->impl, parent->Split(color, key, handle->config));
+    if (handle->impl == nullptr) return loom::Status::Ok();  // NCCL_SPLIT_NOCOLOR
+    LogCreated(handle.get());
+    *newcomm = handle.release();
+    return loom::Status::Ok();
+  });
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  return Api("ncclCommFinalize", [&]() -> loom::Status {
+    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
+    return c->Finalize();
+  });
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  return Api("ncclCommDestroy", [&]() -> loom::Status {
+    if (comm == nullptr) return loom::Status::Ok();
+    ForgetDeferred(comm);
+    delete comm;
+    return loom::Status::Ok();
+  });
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  return Api("ncclCommAbort", [&]() -> loom::Status {
+    if (comm == nullptr) return loom::Status::Ok();
+    ForgetDeferred(comm);
+    if (comm->impl) comm->impl->Abort();
+    delete comm;
+    return loom::Status::Ok();
+  });
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  return Api("ncclCommGetAsyncError", [&]() -> loom::Status {
+    if (comm == nullptr) return loom::InvalidArgument("comm is NULL");
+    if (asyncError == nullptr) return loom::InvalidArgument("asyncError is NULL");
+    if (comm->pending) {
+      *asyncError = ncclInProgress;
+      return loom::Status::Ok();
+    }
+    loom::Status error = comm->impl ? comm->impl->AsyncError() : comm->init_error;
+    *asyncError = ToNcclResult(error);
+    // The query itself succeeded, so no WARN (watchdogs poll this); but keep
+    // the reason for ncclGetLastError.
+    if (!error.ok()) RecordError("ncclCommGetAsyncError", error);
+    return loom::Status::Ok();
+  });
+}
+
+const char* ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled CUDA error (ncclGetLastError() has details)";
+    case ncclSystemError: return "system call failed (ncclGetLastError() has details)";
+    case ncclInternalError: return "internal error in loom (please report it)";
+    case ncclInvalidArgument: return "invalid argument (ncclGetLastError() names it)";
+    case ncclInvalidUsage: return "invalid usage (ncclGetLastError() says why)";
+    case ncclRemoteError: return "a peer failed, timed out or the communicator was aborted";
+    case ncclInProgress: return "operation in progress";
+    case ncclNumResults: break;
+  }
+  return "unknown result code";
+}
+
+const char* ncclGetLastError(ncclComm_t /*comm: the last error is per thread*/) {
+  return t_state.last_error.c_str();
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  return Api("ncclCommCount", [&]() -> loom::Status {
+    if (count == nullptr) return loom::InvalidArgument("count is NULL");
+    if (comm != nullptr && comm->pending) {
+      *count = comm->pending->nranks;
+      return loom::Status::Ok();
+    }
+    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
+    *count = c->size();
+    return loom::Status::Ok();
+  });
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  return Api("ncclCommUserRank", [&]() -> loom::Status {
+    if (rank == nullptr) return loom::InvalidArgument("rank is NULL");
+    if (comm != nullptr && comm->pending) {
+      *rank = comm->pending->rank;
+      return loom::Status::Ok();
+    }
+    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
+    *rank = c->rank();
+    return loom::Status::Ok();
+  });
+}
+
+// The stream arguments below are ignored: buffers are host memory and every
+// call completes (or, in a group, is collected) before it returns.
+
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t /*stream*/) {
+  return Api("ncclAllReduce", [&]() -> loom::Status {
+    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
+    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
+    LOOM_ASSIGN_OR_RETURN(loom::RedOp red, ToLoom(op));
+    LOOM_TRY(CheckBuffer("sendbuff", sendbuff, count));
+    LOOM_TRY(CheckBuffer("recvbuff", recvbuff, count));
+    return c->AllReduce(sendbuff, recvbuff, count, type, red);
+  });
+}
+
+ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t /*stream*/) {
+  return Api("ncclReduceScatter", [&]() -> loom::Status {
+    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
+    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
+    LOOM_ASSIGN_OR_RETURN(loom::RedOp red, ToLoom(op));
+    LOOM_TRY(CheckBuffer("sendbuff", sendbuff, recvcount));
+    LOOM_TRY(CheckBuffer("recvbuff", recvbuff, recvcount));
+    return c->ReduceScatter(sendbuff, recvbuff, recvcount, type, red);
+  });
+}
+
+ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t /*stream*/) {
+  return Api("ncclAllGather", [&]() -> loom::Status {
+    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
+    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
+    LOOM_TRY(CheckBuffer("sendbuff", sendbuff, sendcount));
+    LOOM_TRY(CheckBuffer("recvbuff", recvbuff, sendcount));
+    return c->AllGather(sendbuff, recvbuff, sendcount, type);
+  });
+}
+
+ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                           ncclDataType_t datatype, int root, ncclComm_t comm,
+                           cudaStream_t /*stream*/) {
+  return Api("ncclBroadcast", [&]() -> loom::Status {
+    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
+    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
+    LOOM_TRY(CheckRank("root", root, c->size()));
+    if (c->rank() == root) LOOM_TRY(CheckBuffer("sendbuff (on root)", sendbuff, count));
+    LOOM_TRY(CheckBuffer("recvbuff", recvbuff, count));
+    return c->Broadcast(sendbuff, recvbuff, count, type, root);
+  });
+}
+
+ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                        cudaStream_t /*stream*/) {
+  return Api("ncclReduce", [&]() -> loom::Status {
+    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
+    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
+    LOOM_ASSIGN_OR_RETURN(loom::RedOp red, ToLoom(op));
+    LOOM_TRY(CheckRank("root", root, c->size()));
+    LOOM_TRY(CheckBuffer("sendbuff", sendbuff, count));
+    if (c->rank() == root) LOOM_TRY(CheckBuffer("recvbuff (on root)", recvbuff, count));
+    return c->Reduce(sendbuff, recvbuff, count, type, red, root);
+  });
+}
+
+ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t /*stream*/) {
+  return Api("ncclSend", [&]() -> loom::Status {
+    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
+    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
+    LOOM_TRY(CheckRank("peer", peer, c->size()));
+    LOOM_TRY(CheckBuffer("sendbuff", sendbuff, count));
+    return c->Send(sendbuff, count, type, peer);
+  });
+}
+
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t /*stream*/) {
+  return Api("ncclRecv", [&]() -> loom::Status {
+    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
+    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
+    LOOM_TRY(CheckRank("peer", peer, c->size()));
+    LOOM_TRY(CheckBuffer("recvbuff", recvbuff, count));
+    return c->Recv(recvbuff, count, type, peer);
+  });
+}
+
+ncclResult_t ncclGroupStart(void) {
+  return Api("ncclGroupStart", []() -> loom::Status {
+    LOOM_TRY(loom::GroupStart());
+    ++t_state.group_depth;
+    return loom::Status::Ok();
+  });
+}
+
+ncclResult_t ncclGroupEnd(void) {
+  return Api("ncclGroupEnd", []() -> loom::Status {
+    if (t_state.group_depth == 0) {
+      return loom::InvalidUsage("ncclGroupEnd without a matching ncclGroupStart");
+    }
+    --t_state.group_depth;
+    // Issue the collected operations first: they run on communicators that
+    // exist already, and every rank of a deferred creation does the same.
+    loom::Status ended = loom::GroupEnd();
+    loom::Status created;
+    if (t_state.group_depth == 0 && !t_state.deferred.empty()) created = CompleteDeferredInits();
+    return ended.ok() ? created : ended;
+  });
+}
+
+#pragma GCC visibility pop

@@ -1,0 +1,315 @@
+// Unit tests of the C ABI shim, with every rank a thread of this process:
+// argument checks, config parsing, groups (deferred creation, one thread
+// driving several communicators), ncclCommInitAll, split, the launcher id.
+// The multi-process C99 program is tests/c_api/nccl_allreduce_test.c.
+#include "loom/nccl.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "loom/loom.hpp"
+
+namespace {
+
+class NcclShim : public ::testing::Test {
+ protected:
+  // A launcher in the environment would change what ncclGetUniqueId returns.
+  void SetUp() override { unsetenv("LOOM_ROOT"); }
+};
+
+std::string LastError() { return ncclGetLastError(nullptr); }
+
+ncclUniqueId FreshId() {
+  ncclUniqueId id;
+  EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess) << LastError();
+  return id;
+}
+
+// Runs fn(rank) on one thread per rank and waits for all.
+template <typename Fn>
+void OnEachRank(int nranks, Fn fn) {
+  std::vector<std::jthread> threads;
+  for (int r = 0; r < nranks; ++r) threads.emplace_back(fn, r);
+}
+
+TEST_F(NcclShim, ErrorStringsAreDistinctAndNeverNull) {
+  for (int a = 0; a < ncclNumResults; ++a) {
+    const char* s = ncclGetErrorString(static_cast<ncclResult_t>(a));
+    ASSERT_NE(s, nullptr);
+    EXPECT_NE(s[0], '\0');
+    for (int b = 0; b < a; ++b) EXPECT_STRNE(s, ncclGetErrorString(static_cast<ncclResult_t>(b)));
+  }
+  EXPECT_NE(ncclGetErrorString(static_cast<ncclResult_t>(-1)), nullptr);
+  EXPECT_NE(ncclGetErrorString(ncclNumResults), nullptr);
+}
+
+TEST_F(NcclShim, VersionIsTheNcclApiLevel) {
+  int v = 0;
+  ASSERT_EQ(ncclGetVersion(&v), ncclSuccess);
+  EXPECT_EQ(v, NCCL_VERSION_CODE);
+  EXPECT_EQ(v, 21800);
+  EXPECT_EQ(ncclGetVersion(nullptr), ncclInvalidArgument);
+}
+
+TEST_F(NcclShim, NullArgumentsAreRejectedWithAReason) {
+  float x = 0;
+  int n = 0;
+  ncclResult_t e;
+  EXPECT_EQ(ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, nullptr, nullptr), ncclInvalidArgument);
+  EXPECT_NE(LastError().find("ncclAllReduce"), std::string::npos) << LastError();
+  EXPECT_NE(LastError().find("comm is NULL"), std::string::npos) << LastError();
+  EXPECT_EQ(ncclCommCount(nullptr, &n), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommUserRank(nullptr, &n), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommGetAsyncError(nullptr, &e), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommFinalize(nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclGetUniqueId(nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommInitAll(nullptr, 2, nullptr), ncclInvalidArgument);
+  ncclComm_t comms[1];
+  EXPECT_EQ(ncclCommInitAll(comms, 0, nullptr), ncclInvalidArgument);
+  // Freeing nothing is fine, as in NCCL.
+  EXPECT_EQ(ncclCommDestroy(nullptr), ncclSuccess);
+  EXPECT_EQ(ncclCommAbort(nullptr), ncclSuccess);
+}
+
+TEST_F(NcclShim, LastErrorIsPerThread) {
+  EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage);
+  EXPECT_NE(LastError().find("ncclGroupStart"), std::string::npos) << LastError();
+  std::string other = "unset";
+  std::thread([&] { other = LastError(); }).join();
+  EXPECT_EQ(other, "");
+}
+
+TEST_F(NcclShim, InitRankRejectsBadRanksBeforeAnyRendezvous) {
+  ncclUniqueId id{};
+  ncclComm_t comm = reinterpret_cast<ncclComm_t>(&id);  // must be overwritten with NULL
+  EXPECT_EQ(ncclCommInitRank(&comm, 2, id, 2), ncclInvalidArgument);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_EQ(ncclCommInitRank(&comm, 2, id, -1), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommInitRank(&comm, 0, id, 0), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommInitRank(nullptr, 1, id, 0), ncclInvalidArgument);
+}
+
+TEST_F(NcclShim, ConfigMustComeFromTheInitializer) {
+  ncclUniqueId id{};
+  ncclComm_t comm = nullptr;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.magic = 0x12345678;
+  EXPECT_EQ(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument);
+  EXPECT_NE(LastError().find("NCCL_CONFIG_INITIALIZER"), std::string::npos) << LastError();
+  config = NCCL_CONFIG_INITIALIZER;
+  config.size = 4;  // not even the magic fits
+  EXPECT_EQ(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument);
+  config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 2;
+  EXPECT_EQ(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument);
+  EXPECT_NE(LastError().find("blocking"), std::string::npos) << LastError();
+  EXPECT_EQ(comm, nullptr);
+}
+
+TEST_F(NcclShim, ConfigFromOlderAndNewerHeadersIsAccepted) {
+  // Before 2.14 `blocking` did not exist, so its bytes mean nothing.
+  ncclConfig_t old_config = NCCL_CONFIG_INITIALIZER;
+  old_config.version = NCCL_VERSION(2, 13, 0);
+  old_config.blocking = 42;
+  ncclComm_t comm = nullptr;
+  ASSERT_EQ(ncclCommInitRankConfig(&comm, 1, FreshId(), 0, &old_config), ncclSuccess) << LastError();
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+
+  // A newer header appends fields; only the ones we know are read.
+  struct NewerConfig {
+    ncclConfig_t known;
+    int trafficClass;
+    const char* commName;
+  } newer{NCCL_CONFIG_INITIALIZER, 3, "newer"};
+  newer.known.size = sizeof newer;
+  newer.known.version = NCCL_VERSION(2, 27, 0);
+  newer.known.blocking = 0;
+  ASSERT_EQ(ncclCommInitRankConfig(&comm, 1, FreshId(), 0, &newer.known), ncclSuccess)
+      << LastError();
+  ncclResult_t async_error = ncclInternalError;
+  EXPECT_EQ(ncclCommGetAsyncError(comm, &async_error), ncclSuccess);
+  EXPECT_EQ(async_error, ncclSuccess);  // non-blocking still completes at once
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
+TEST_F(NcclShim, InitAllAndOneThreadDrivingAGroup) {
+  constexpr int kRanks = 3;
+  ncclComm_t comms[kRanks];
+  ASSERT_EQ(ncclCommInitAll(comms, kRanks, nullptr), ncclSuccess) << LastError();
+  for (int r = 0; r < kRanks; ++r) {
+    int n = 0, me = -1;
+    ASSERT_EQ(ncclCommCount(comms[r], &n), ncclSuccess);
+    ASSERT_EQ(ncclCommUserRank(comms[r], &me), ncclSuccess);
+    EXPECT_EQ(n, kRanks);
+    EXPECT_EQ(me, r);
+  }
+  // One thread issues every rank's part; only a group makes that possible.
+  std::vector<std::vector<int32_t>> bufs(kRanks, std::vector<int32_t>(1031));
+  for (int r = 0; r < kRanks; ++r) {
+    for (size_t i = 0; i < bufs[r].size(); ++i) bufs[r][i] = r * 100 + static_cast<int32_t>(i);
+  }
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(ncclAllReduce(bufs[r].data(), bufs[r].data(), bufs[r].size(), ncclInt32, ncclMax,
+                            comms[r], nullptr),
+              ncclSuccess)
+        << LastError();
+  }
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << LastError();
+  for (int r = 0; r < kRanks; ++r) {
+    for (size_t i = 0; i < bufs[r].size(); ++i) {
+      ASSERT_EQ(bufs[r][i], (kRanks - 1) * 100 + static_cast<int32_t>(i)) << "rank " << r;
+    }
+  }
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommAbort(c), ncclSuccess);
+}
+
+TEST_F(NcclShim, InitRankInAGroupIsDeferredToGroupEnd) {
+  constexpr int kRanks = 3;
+  ncclUniqueId id = FreshId();
+  ncclComm_t comms[kRanks] = {};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(ncclCommInitRank(&comms[r], kRanks, id, r), ncclSuccess) << LastError();
+    ASSERT_NE(comms[r], nullptr);
+  }
+  int n = 0, me = -1;
+  EXPECT_EQ(ncclCommCount(comms[1], &n), ncclSuccess);
+  EXPECT_EQ(ncclCommUserRank(comms[1], &me), ncclSuccess);
+  EXPECT_EQ(n, kRanks);
+  EXPECT_EQ(me, 1);
+  ncclResult_t async_error = ncclSuccess;
+  EXPECT_EQ(ncclCommGetAsyncError(comms[0], &async_error), ncclSuccess);
+  EXPECT_EQ(async_error, ncclInProgress);
+  float x = 1;
+  EXPECT_EQ(ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comms[0], nullptr), ncclInvalidUsage);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << LastError();
+
+  std::vector<float> vals(kRanks);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(ncclCommGetAsyncError(comms[r], &async_error), ncclSuccess);
+    EXPECT_EQ(async_error, ncclSuccess);
+    vals[r] = static_cast<float>(r + 1);
+    ASSERT_EQ(ncclAllReduce(&vals[r], &vals[r], 1, ncclFloat, ncclSum, comms[r], nullptr),
+              ncclSuccess);
+  }
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << LastError();
+  for (float v : vals) EXPECT_EQ(v, 6.0f);
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
+TEST_F(NcclShim, DestroyBeforeGroupEndCancelsTheDeferredCreation) {
+  ncclComm_t comm = nullptr;
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclCommInitRank(&comm, 1, FreshId(), 0), ncclSuccess);
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  EXPECT_EQ(ncclGroupEnd(), ncclSuccess) << LastError();
+}
+
+TEST_F(NcclShim, SplitEvenOddAndNoColor) {
+  constexpr int kRanks = 4;
+  ncclComm_t comms[kRanks];
+  ASSERT_EQ(ncclCommInitAll(comms, kRanks, nullptr), ncclSuccess) << LastError();
+  std::vector<int> sizes(kRanks), ranks(kRanks), nulls(kRanks);
+  OnEachRank(kRanks, [&](int r) {
+    ncclComm_t half = nullptr;
+    // key = -r reverses the order within each half.
+    ASSERT_EQ(ncclCommSplit(comms[r], r % 2, -r, &half, nullptr), ncclSuccess) << LastError();
+    ASSERT_EQ(ncclCommCount(half, &sizes[r]), ncclSuccess);
+    ASSERT_EQ(ncclCommUserRank(half, &ranks[r]), ncclSuccess);
+    EXPECT_EQ(ncclCommDestroy(half), ncclSuccess);
+    ncclComm_t none = comms[r];  // must be overwritten
+    ASSERT_EQ(ncclCommSplit(comms[r], NCCL_SPLIT_NOCOLOR, 0, &none, nullptr), ncclSuccess);
+    nulls[r] = none == nullptr;
+  });
+  EXPECT_EQ(sizes, (std::vector<int>{2, 2, 2, 2}));
+  EXPECT_EQ(ranks, (std::vector<int>{1, 1, 0, 0}));
+  EXPECT_EQ(nulls, (std::vector<int>{1, 1, 1, 1}));
+
+  ncclComm_t sub = nullptr;
+  EXPECT_EQ(ncclCommSplit(comms[0], -3, 0, &sub, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommSplit(comms[0], 0, 0, nullptr, nullptr), ncclInvalidArgument);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(ncclCommSplit(comms[0], 0, 0, &sub, nullptr), ncclInvalidUsage);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  EXPECT_EQ(sub, nullptr);
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
+TEST_F(NcclShim, OperationArgumentsAreCheckedAgainstTheCommunicator) {
+  ncclComm_t comms[2];
+  ASSERT_EQ(ncclCommInitAll(comms, 2, nullptr), ncclSuccess) << LastError();
+  float x[2] = {0, 0};
+  auto bad_type = static_cast<ncclDataType_t>(ncclNumTypes);
+  auto bad_op = static_cast<ncclRedOp_t>(ncclNumOps);
+  EXPECT_EQ(ncclAllReduce(x, x, 1, bad_type, ncclSum, comms[0], nullptr), ncclInvalidArgument);
+  EXPECT_NE(LastError().find("datatype 10"), std::string::npos) << LastError();
+  EXPECT_EQ(ncclReduce(x, x, 1, ncclFloat, bad_op, 0, comms[0], nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclAllGather(nullptr, x, 1, ncclFloat, comms[0], nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclReduceScatter(x, nullptr, 1, ncclFloat, ncclSum, comms[0], nullptr),
+            ncclInvalidArgument);
+  EXPECT_EQ(ncclSend(x, 1, ncclFloat, 2, comms[0], nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclRecv(x, 1, ncclFloat, -1, comms[0], nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclBroadcast(x, x, 1, ncclFloat, 5, comms[0], nullptr), ncclInvalidArgument);
+  // Root's buffer is required on root only.
+  EXPECT_EQ(ncclBroadcast(nullptr, x, 1, ncclFloat, 0, comms[0], nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclReduce(x, nullptr, 1, ncclFloat, ncclSum, 1, comms[1], nullptr),
+            ncclInvalidArgument);
+  // Zero elements need no buffers: a valid call, so both ranks take part.
+  OnEachRank(2, [&](int r) {
+    EXPECT_EQ(ncclAllReduce(nullptr, nullptr, 0, ncclFloat, ncclSum, comms[r], nullptr),
+              ncclSuccess)
+        << LastError();
+  });
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
+TEST_F(NcclShim, MissingPeerIsARemoteErrorAfterTheTimeout) {
+  setenv("LOOM_TIMEOUT_MS", "300", 1);
+  ncclComm_t comm = nullptr;
+  EXPECT_EQ(ncclCommInitRank(&comm, 2, FreshId(), 0), ncclRemoteError);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_FALSE(LastError().empty());
+  unsetenv("LOOM_TIMEOUT_MS");
+}
+
+// --- ncclGetUniqueId under a launcher; each case runs in a fresh process
+// because only the first call in a process returns the launcher's id. ---
+
+bool SameId(const ncclUniqueId& a, const loom::UniqueId& b) {
+  return std::memcmp(a.internal, b.bytes.data(), sizeof a.internal) == 0;
+}
+
+// Exit code 0 when the first call returns `expected` and the second does not.
+int CheckLauncherId(const char* root, const char* job, const loom::UniqueId& expected) {
+  setenv("LOOM_ROOT", root, 1);
+  if (job != nullptr) setenv("LOOM_JOB_ID", job, 1);
+  ncclUniqueId first, second;
+  if (ncclGetUniqueId(&first) != ncclSuccess) return 2;
+  if (!SameId(first, expected)) return 3;
+  if (ncclGetUniqueId(&second) != ncclSuccess) return 4;
+  return SameId(second, expected) ? 5 : 0;
+}
+
+TEST_F(NcclShim, LauncherIdIsSharedByEveryRank) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto expected = loom::UniqueId::FromAddress("127.0.0.1:29517", 1234);
+  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+  EXPECT_EXIT(std::exit(CheckLauncherId("127.0.0.1:29517", "1234", *expected)),
+              ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(std::exit(CheckLauncherId("127.0.0.1:29517", "0x4d2", *expected)),
+              ::testing::ExitedWithCode(0), "");
+  // A full id text in LOOM_ROOT carries its own secret.
+  auto parsed = loom::UniqueId::Parse(expected->ToString());
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EXIT(std::exit(CheckLauncherId(expected->ToString().c_str(), nullptr, *parsed)),
+              ::testing::ExitedWithCode(0), "");
+}
+
+}  // namespace

@@ -1,0 +1,260 @@
+// Communicator setup: store registration, fingerprint check, transport
+// choice per peer, shm and TCP connections, worker start; and Split.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "comm/base/log.h"
+#include "comm/base/params.h"
+#include "comm/bootstrap/wire.h"
+#include "comm/communicator_impl.h"
+#include "comm/fingerprint.h"
+#include "comm/unique_id.h"
+#include "topology/host.h"
+#include "topology/inet_address.h"
+#include "topology/netif.h"
+#include "topology/socket_ifname.h"
+
+namespace loom {
+
+namespace {
+
+// What each rank tells the others before connecting.
+struct PeerInfo {
+  std::string fingerprint;
+  std::string host_id;  // equal <=> same host and /dev/shm
+  std::string hostname;
+  int pid = 0;
+  std::string tcp_address;  // "" when this rank has no usable interface
+};
+
+std::string Encode(const PeerInfo& p) {
+  bootstrap::Writer w;
+  w.Str(p.fingerprint);
+  w.Str(p.host_id);
+  w.Str(p.hostname);
+  w.I32(p.pid);
+  w.Str(p.tcp_address);
+  std::string frame = w.Frame(bootstrap::MsgType::kAllGather);
+  return frame.substr(8);  // payload only
+}
+
+Result<PeerInfo> Decode(const std::string& s, int rank) {
+  bootstrap::Reader r(s);
+  PeerInfo p;
+  p.fingerprint = r.Str();
+  p.host_id = r.Str();
+  p.hostname = r.Str();
+  p.pid = r.I32();
+  p.tcp_address = r.Str();
+  if (r.failed()) return InternalError("malformed setup record from rank " + std::to_string(rank));
+  return p;
+}
+
+std::string Hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
+    const std::string& store_host, uint16_t store_port, uint64_t secret, int rank, int size,
+    const CommConfig& config) {
+  auto impl = std::make_unique<Impl>();
+  impl->rank = rank;
+  impl->size = size;
+  impl->config = config;
+  impl->secret_ = secret;
+  impl->host = Hostname();
+  int64_t timeout_ms = config.timeout.count() > 0 ? config.timeout.count() : params::kTimeoutMs.Get();
+  impl->timeout = std::chrono::milliseconds(timeout_ms);
+  const Deadline deadline = Deadline::After(impl->timeout);
+  const std::string who = "rank " + std::to_string(rank) + " (" + impl->host + ")";
+
+  LOOM_ASSIGN_OR_RETURN(impl->algo_filter_, AlgoFilter::Parse(params::kAlgo.Get()));
+
+  bootstrap::StoreClient::Identity me{rank, size, impl->host, getpid()};
+  LOOM_ASSIGN_OR_RETURN(impl->store_, bootstrap::StoreClient::Connect(store_host, store_port,
+                                                                      secret, me, deadline));
+  Impl* raw = impl.get();
+  impl->store_->SetFailureCallback([raw](int failed_rank, const std::string& message) {
+    (void)failed_rank;
+    raw->Abort(RemoteError(message));
+  });
+
+  // A listener on the interface NCCL's rules pick (the store's subnet first).
+  PeerInfo mine;
+  mine.fingerprint = EncodeFingerprint(LocalFingerprint());
+  mine.host_id = HostIdentity();
+  mine.hostname = impl->host;
+  mine.pid = getpid();
+  Status no_interface;
+  std::string ifname;
+  {
+    auto store_addr = ResolveHost(store_host, store_port);
+    auto all = ListInterfaces();
+    Result<std::vector<NetInterface>> chosen =
+        all.ok() ? SelectSocketInterfaces(all.value(), params::kSocketIfname.Get(),
+                                          params::kSocketFamily.Get(), 1,
+                                          store_addr.ok() ? reinterpret_cast<const sockaddr*>(
+                                                                &store_addr.value())
+                                                          : nullptr)
+                 : Result<std::vector<NetInterface>>(all.status());
+    if (chosen.ok()) {
+      std::string addr = chosen->front().address;
+      if (auto pct = addr.find('%'); pct != std::string::npos) addr = addr.substr(0, pct);
+      ifname = chosen->front().name;
+      auto tcp = TcpContext::Create(addr, ifname, secret);
+      if (tcp.ok()) {
+        impl->tcp_ = std::move(tcp).value();
+        mine.tcp_address = impl->tcp_->address();
+        impl->bind_address_ = addr;
+      } else {
+        no_interface = tcp.status();
+      }
+    } else {
+      no_interface = chosen.status();
+    }
+  }
+
+  LOOM_ASSIGN_OR_RETURN(auto records, impl->store_->AllGather("setup", Encode(mine), deadline));
+  std::vector<PeerInfo> peers;
+  std::vector<Fingerprint> fps;
+  std::vector<std::string> hosts, host_ids;
+  std::vector<int> pids;
+  for (int r = 0; r < size; ++r) {
+    LOOM_ASSIGN_OR_RETURN(PeerInfo p, Decode(records[r], r));
+    fps.push_back(DecodeFingerprint(p.fingerprint));
+    hosts.push_back(p.hostname);
+    host_ids.push_back(p.host_id);
+    pids.push_back(p.pid);
+    peers.push_back(std::move(p));
+  }
+  LOOM_TRY(CompareFingerprints(fps, hosts).WithContext(who));
+
+  // Transport per peer: shared memory on the same host unless disabled.
+  const bool shm_disabled = params::kShmDisable.Get();
+  std::vector<int> shm_peers, tcp_peers;
+  bool any_shm_pair = false;
+  for (int a = 0; a < size && !shm_disabled; ++a) {
+    for (int b = a + 1; b < size; ++b) any_shm_pair |= host_ids[a] == host_ids[b];
+  }
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    bool local = host_ids[p] == mine.host_id;
+    if (local && !shm_disabled) {
+      shm_peers.push_back(p);
+    } else {
+      if (local) {
+        LOOM_INFO(log::kInit | log::kShm, "%s: rank %d is on this host but NCCL_SHM_DISABLE=1: "
+                  "using sockets", who.c_str(), p);
+      }
+      tcp_peers.push_back(p);
+    }
+  }
+  if (!tcp_peers.empty()) {
+    if (impl->tcp_ == nullptr) {
+      return no_interface.WithContext(who + ": rank " + std::to_string(tcp_peers.front()) +
+                                      " needs a network connection");
+    }
+    for (int p : tcp_peers) {
+      if (peers[p].tcp_address.empty()) {
+        return SystemError(who + ": rank " + std::to_string(p) + " (" + hosts[p] +
+                           ") has no usable network interface for sockets; check "
+                           "NCCL_SOCKET_IFNAME on that host");
+      }
+    }
+  }
+  std::vector<std::unique_ptr<Connection>> conns(size);
+  Doorbell* doorbell = nullptr;
+  if (any_shm_pair) {
+    const std::string tag = Hex(secret) + "-" + std::to_string(store_port);
+    LOOM_ASSIGN_OR_RETURN(impl->shm_,
+                          ShmContext::Create(tag, rank, static_cast<size_t>(params::kBuffsize.Get())));
+    doorbell = impl->shm_->doorbell();
+    LOOM_ASSIGN_OR_RETURN(auto shm_conns,
+                          impl->shm_->Connect(*impl->store_, shm_peers, hosts, pids, deadline));
+    for (size_t i = 0; i < shm_peers.size(); ++i) conns[shm_peers[i]] = std::move(shm_conns[i]);
+  }
+  if (!tcp_peers.empty()) {
+    std::vector<std::string> addrs;
+    for (auto& p : peers) addrs.push_back(p.tcp_address);
+    LOOM_ASSIGN_OR_RETURN(auto tcp_conns,
+                          impl->tcp_->Connect(rank, tcp_peers, addrs, hosts, deadline));
+    for (size_t i = 0; i < tcp_peers.size(); ++i) conns[tcp_peers[i]] = std::move(tcp_conns[i]);
+  }
+  if (!tcp_peers.empty()) {
+    impl->link_ = LinkModel{20.0, 1.5};
+  } else {
+    impl->link_ = LinkModel{1.0, 6.0};
+  }
+
+  Engine::Options eo;
+  eo.rank = rank;
+  eo.spin_us = static_cast<int>(params::kSpinUs.Get());
+  eo.doorbell = doorbell;
+  eo.abort = &impl->abort_;
+  eo.abort_status = [raw] {
+    Status s = raw->AsyncError();
+    return s.ok() ? RemoteError("communicator aborted") : s;
+  };
+  impl->engine_ = std::make_unique<Engine>(std::move(eo), std::move(conns));
+  // Everyone connected before anyone sends.
+  LOOM_TRY(impl->store_->Barrier("connected", deadline));
+  impl->worker_ = std::thread([raw] { raw->WorkerLoop(); });
+  LOOM_INFO(log::kInit, "%s: comm %s rank %d nRanks %d (%zu shm, %zu socket peers) - Init COMPLETE",
+            who.c_str(), config.name.empty() ? "-" : config.name.c_str(), rank, size,
+            shm_peers.size(), tcp_peers.size());
+  return impl;
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::Impl::Split(int color, int key,
+                                                                const CommConfig& cfg) {
+  if (color < kSplitNoColor) {
+    return InvalidArgument("Split: color " + std::to_string(color) +
+                           " is negative (only kSplitNoColor = -1 is allowed)");
+  }
+  LOOM_TRY(Drain(OpDeadline()));
+  const Deadline deadline = OpDeadline();
+  const std::string tag = "split-" + std::to_string(split_count_++);
+  bootstrap::Writer w;
+  w.I32(color);
+  w.I32(key);
+  LOOM_ASSIGN_OR_RETURN(auto all, store_->AllGather(tag, w.Frame(bootstrap::MsgType::kAllGather).substr(8), deadline));
+  struct Member {
+    int key, rank;
+  };
+  std::vector<Member> members;
+  for (int r = 0; r < size; ++r) {
+    bootstrap::Reader rd(all[r]);
+    int c = rd.I32(), k = rd.I32();
+    if (c == color && color != kSplitNoColor) members.push_back({k, r});
+  }
+  std::sort(members.begin(), members.end(), [](const Member& a, const Member& b) {
+    return a.key != b.key ? a.key < b.key : a.rank < b.rank;
+  });
+  int new_rank = -1;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i].rank == rank) new_rank = static_cast<int>(i);
+  }
+  // The first member of each color hosts the new store and publishes its id.
+  std::string id_text;
+  if (new_rank == 0) {
+    LOOM_ASSIGN_OR_RETURN(UniqueId id, internal::CreateUniqueIdOn(
+                                           bind_address_.empty() ? "127.0.0.1" : bind_address_));
+    id_text.assign(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
+  }
+  LOOM_ASSIGN_OR_RETURN(auto ids, store_->AllGather(tag + "-id", id_text, deadline));
+  if (color == kSplitNoColor) return std::unique_ptr<Communicator>();
+  const std::string& leader_id = ids[members.front().rank];
+  UniqueId id;
+  std::copy(leader_id.begin(), leader_id.end(), reinterpret_cast<char*>(id.bytes.data()));
+  CommConfig c = cfg;
+  if (c.timeout.count() == 0) c.timeout = timeout;
+  return Communicator::Create(id, new_rank, static_cast<int>(members.size()), c);
+}
+
+}  // namespace loom

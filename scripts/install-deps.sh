@@ -1,0 +1,12 @@
+#!/bin/sh
+# Installs what loom needs to build and test on Debian 12 (run as root).
+set -eu
+export DEBIAN_FRONTEND=noninteractive
+if [ "$(id -u)" != 0 ]; then echo "install-deps.sh: run as root (apt-get)" >&2; exit 2; fi
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends \
+  build-essential cmake ninja-build pkg-config git ca-certificates \
+  libboost-dev libhwloc-dev libibverbs-dev libucx-dev \
+  libgtest-dev libgmock-dev libbenchmark-dev \
+  clang iproute2 iptables procps >/dev/null
+echo "install-deps.sh: done"

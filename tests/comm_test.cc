@@ -1,0 +1,249 @@
+// Communicator behaviour beyond data correctness: bad arguments, groups,
+// split, non-blocking work, abort, timeouts, strangers and stale ids.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "tests/harness.h"
+
+namespace loom::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(Comm, InvalidArgumentsAreNamedNotCrashes) {
+  RunRanks(2, [](Communicator& c) {
+    float x[4] = {};
+    Status s = c.AllReduce(nullptr, x, 4, DataType::kFloat32, RedOp::kSum);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument);
+    EXPECT_NE(s.message().find("send buffer is null"), std::string::npos) << s.message();
+    s = c.AllReduce(x, x, 4, static_cast<DataType>(42), RedOp::kSum);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument);
+    EXPECT_NE(s.message().find("datatype"), std::string::npos) << s.message();
+    s = c.AllReduce(x, x, 4, DataType::kFloat32, static_cast<RedOp>(9));
+    EXPECT_EQ(s.code(), Code::kInvalidArgument);
+    s = c.Broadcast(x, x, 4, DataType::kFloat32, 7);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument);
+    EXPECT_NE(s.message().find("root 7"), std::string::npos) << s.message();
+    s = c.AllGather(x, x, SIZE_MAX / 2, DataType::kFloat32);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument);
+    EXPECT_NE(s.message().find("overflow"), std::string::npos) << s.message();
+    s = c.Send(x, 1, DataType::kFloat32, 5);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument);
+    EXPECT_NE(s.message().find("peer 5"), std::string::npos) << s.message();
+    // Null buffers with count 0 are fine, and the communicator still works.
+    EXPECT_TRUE(c.AllReduce(nullptr, nullptr, 0, DataType::kFloat32, RedOp::kSum).ok());
+    x[0] = 1;
+    ASSERT_TRUE(c.AllReduce(x, x, 1, DataType::kFloat32, RedOp::kSum).ok());
+    EXPECT_EQ(x[0], 2.0f);
+  });
+}
+
+TEST(Comm, CreateRejectsBadRankAndSize) {
+  auto id = UniqueId::Create();
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(Communicator::Create(id.value(), 3, 2).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(Communicator::Create(id.value(), 0, 0).status().code(), Code::kInvalidArgument);
+  UniqueId garbage;
+  EXPECT_EQ(Communicator::Create(garbage, 0, 1).status().code(), Code::kInvalidArgument);
+}
+
+TEST(Comm, UniqueIdRoundTripsThroughText) {
+  auto id = UniqueId::Create();
+  ASSERT_TRUE(id.ok());
+  auto back = UniqueId::Parse(id->ToString());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->bytes, id->bytes);
+}
+
+TEST(Comm, GroupedSendRecvRingDoesNotDeadlock) {
+  RunRanks(4, [](Communicator& c) {
+    const int n = c.size(), r = c.rank();
+    const size_t count = 1 << 20;  // larger than any FIFO: needs concurrent progress
+    std::vector<int32_t> out(count, r), in(count, -1);
+    ASSERT_TRUE(GroupStart().ok());
+    EXPECT_TRUE(c.Send(out.data(), count, DataType::kInt32, (r + 1) % n).ok());
+    EXPECT_TRUE(c.Recv(in.data(), count, DataType::kInt32, (r + n - 1) % n).ok());
+    ASSERT_TRUE(GroupEnd().ok());
+    EXPECT_EQ(in[0], (r + n - 1) % n);
+    EXPECT_EQ(in[count - 1], (r + n - 1) % n);
+  });
+}
+
+TEST(Comm, MismatchedSendRecvCountsAreAnError) {
+  RunRanks(2, [](Communicator& c) {
+    std::vector<char> buf(100);
+    Status s = c.rank() == 0 ? c.Send(buf.data(), 10, DataType::kUint8, 1)
+                             : c.Recv(buf.data(), 20, DataType::kUint8, 0);
+    if (c.rank() == 1) {
+      EXPECT_EQ(s.code(), Code::kInvalidUsage) << s.ToString();
+      EXPECT_NE(s.message().find("10 bytes"), std::string::npos) << s.message();
+    }
+    // The receiver's failure is reported to the sender's communicator.
+    for (int i = 0; i < 100 && c.AsyncError().ok(); ++i) std::this_thread::sleep_for(milliseconds(20));
+    EXPECT_FALSE(c.AsyncError().ok());
+    c.Abort();
+  });
+}
+
+TEST(Comm, SplitFormsOrderedSubCommunicators) {
+  RunRanks(5, [](Communicator& c) {
+    const int color = c.rank() % 2;
+    const int key = -c.rank();  // reverse order inside each color
+    auto sub = c.Split(c.rank() == 4 ? kSplitNoColor : color, key);
+    ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+    if (c.rank() == 4) {
+      EXPECT_EQ(sub.value(), nullptr);
+      return;
+    }
+    Communicator& s = *sub.value();
+    EXPECT_EQ(s.size(), 2);
+    // color 0: ranks {0,2} reversed -> 2 is new rank 0; color 1: {1,3} -> 3 first
+    const int expected_rank = (c.rank() == 2 || c.rank() == 3) ? 0 : 1;
+    EXPECT_EQ(s.rank(), expected_rank);
+    int v = c.rank();
+    int sum = 0;
+    ASSERT_TRUE(s.AllReduce(&v, &sum, 1, DataType::kInt32, RedOp::kSum).ok());
+    EXPECT_EQ(sum, color == 0 ? 0 + 2 : 1 + 3);
+    EXPECT_TRUE(s.Finalize().ok());
+  });
+}
+
+TEST(Comm, AsyncWorkCompletesInIssueOrder) {
+  RunRanks(3, [](Communicator& c) {
+    std::vector<std::vector<int32_t>> bufs(20, std::vector<int32_t>(1000));
+    std::vector<Work> works;
+    for (size_t k = 0; k < bufs.size(); ++k) {
+      std::fill(bufs[k].begin(), bufs[k].end(), static_cast<int32_t>(k + c.rank()));
+      works.push_back(c.AllReduceAsync(bufs[k].data(), bufs[k].data(), 1000, DataType::kInt32,
+                                       RedOp::kSum));
+    }
+    for (size_t k = 0; k < works.size(); ++k) {
+      ASSERT_TRUE(works[k].Wait(Deadline::After(milliseconds(30000))).ok());
+      EXPECT_TRUE(works[k].Test());
+      EXPECT_EQ(bufs[k][999], static_cast<int32_t>(3 * k + 3));
+    }
+    ASSERT_TRUE(c.Barrier().ok());
+  });
+}
+
+TEST(Comm, WaitWithAnEarlyDeadlineTimesOutButTheOpGoesOn) {
+  RunRanks(2, [](Communicator& c) {
+    int32_t v = 1, out = 0;
+    if (c.rank() == 1) std::this_thread::sleep_for(milliseconds(300));
+    Work w = c.AllReduceAsync(&v, &out, 1, DataType::kInt32, RedOp::kSum);
+    if (c.rank() == 0) {
+      EXPECT_EQ(w.Wait(Deadline::After(milliseconds(50))).code(), Code::kTimeout);
+    }
+    EXPECT_TRUE(w.Wait().ok());
+    EXPECT_EQ(out, 2);
+  });
+}
+
+TEST(Comm, AbortFromAnotherThreadEndsAPendingCollective) {
+  RunRanks(2, [](Communicator& c) {
+    if (c.rank() == 1) {
+      // Never joins the collective; waits for rank 0 to give up.
+      std::this_thread::sleep_for(milliseconds(800));
+      c.Abort();
+      return;
+    }
+    int32_t v = 1;
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(milliseconds(200));
+      c.Abort();
+    });
+    auto start = std::chrono::steady_clock::now();
+    Status s = c.AllReduce(&v, &v, 1, DataType::kInt32, RedOp::kSum);
+    aborter.join();
+    EXPECT_EQ(s.code(), Code::kRemoteError) << s.ToString();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+    EXPECT_FALSE(c.AsyncError().ok());
+    // Later operations fail at once with the sticky error.
+    EXPECT_FALSE(c.Barrier().ok());
+  });
+}
+
+TEST(Comm, TimeoutNamesTheSilentPeer) {
+  CommConfig cfg;
+  cfg.timeout = milliseconds(500);
+  RunRanks(
+      2,
+      [](Communicator& c) {
+        if (c.rank() == 1) {
+          std::this_thread::sleep_for(milliseconds(1500));
+          c.Abort();
+          return;
+        }
+        int32_t v = 1;
+        Status s = c.AllReduce(&v, &v, 1, DataType::kInt32, RedOp::kSum);
+        EXPECT_EQ(s.code(), Code::kTimeout) << s.ToString();
+        EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.message();
+        c.Abort();
+      },
+      cfg);
+}
+
+TEST(Comm, ForeignUniqueIdIsRefusedClearly) {
+  auto id = UniqueId::Create();
+  ASSERT_TRUE(id.ok());
+  // Same address, wrong secret: a stale or foreign job.
+  std::string text = id->ToString();
+  text.back() = text.back() == '0' ? '1' : '0';
+  auto foreign = UniqueId::Parse(text);
+  ASSERT_TRUE(foreign.ok());
+  CommConfig cfg;
+  cfg.timeout = milliseconds(3000);
+  auto comm = Communicator::Create(foreign.value(), 0, 1, cfg);
+  ASSERT_FALSE(comm.ok());
+  EXPECT_NE(comm.status().message().find("secret"), std::string::npos) << comm.status().message();
+}
+
+TEST(Comm, UnreachableStoreTimesOut) {
+  auto id = UniqueId::FromAddress("127.0.0.1:9", 1);  // discard port: nothing listens
+  ASSERT_TRUE(id.ok());
+  CommConfig cfg;
+  cfg.timeout = milliseconds(500);
+  auto start = std::chrono::steady_clock::now();
+  auto comm = Communicator::Create(id.value(), 1, 2, cfg);
+  EXPECT_EQ(comm.status().code(), Code::kTimeout) << comm.status().ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST(Comm, MissingRankTimesOutAtCreate) {
+  auto id = UniqueId::Create();
+  ASSERT_TRUE(id.ok());
+  CommConfig cfg;
+  cfg.timeout = milliseconds(500);
+  auto comm = Communicator::Create(id.value(), 0, 2, cfg);  // rank 1 never comes
+  EXPECT_EQ(comm.status().code(), Code::kTimeout) << comm.status().ToString();
+}
+
+TEST(Comm, AllToAllInPlace) {
+  RunRanks(3, [](Communicator& c) {
+    std::vector<int32_t> b(6);
+    for (int j = 0; j < 6; ++j) b[j] = 10 * c.rank() + j;  // block j/2 goes to rank j/2
+    ASSERT_TRUE(c.AllToAll(b.data(), b.data(), 2, DataType::kInt32).ok());
+    for (int src = 0; src < 3; ++src) {
+      EXPECT_EQ(b[2 * src], 10 * src + 2 * c.rank());
+      EXPECT_EQ(b[2 * src + 1], 10 * src + 2 * c.rank() + 1);
+    }
+  });
+}
+
+TEST(Comm, SendToSelfInAGroupIsACopy) {
+  RunRanks(2, [](Communicator& c) {
+    int32_t out = 7 + c.rank(), in = 0;
+    ASSERT_TRUE(GroupStart().ok());
+    EXPECT_TRUE(c.Send(&out, 1, DataType::kInt32, c.rank()).ok());
+    EXPECT_TRUE(c.Recv(&in, 1, DataType::kInt32, c.rank()).ok());
+    ASSERT_TRUE(GroupEnd().ok());
+    EXPECT_EQ(in, out);
+  });
+}
+
+}  // namespace
+}  // namespace loom::testing

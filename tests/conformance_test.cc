@@ -1,0 +1,183 @@
+// Conformance: every collective x datatype x op x count x in/out-of-place,
+// on 1..8 ranks (threads), over shared memory and over TCP, against the CPU
+// reference in harness.cc. Integer results are exact; float inputs are
+// chosen so every reduction is exact too, hence one bitwise comparison.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tests/harness.h"
+
+namespace loom::testing {
+namespace {
+
+constexpr DataType kTypes[] = {DataType::kInt8,    DataType::kUint8,   DataType::kInt32,
+                               DataType::kUint32,  DataType::kInt64,   DataType::kUint64,
+                               DataType::kFloat16, DataType::kFloat32, DataType::kFloat64,
+                               DataType::kBfloat16};
+constexpr RedOp kOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg};
+
+std::vector<size_t> Counts() {
+  std::vector<size_t> c = {0, 1, 7, 1031};
+  if (std::getenv("LOOM_TEST_QUICK") == nullptr) c.push_back((size_t{1} << 20) + 3);
+  return c;
+}
+
+struct Param {
+  int ranks;
+  bool tcp;
+};
+
+class Conformance : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    if (GetParam().tcp) setenv("NCCL_SHM_DISABLE", "1", 1);
+  }
+  void TearDown() override { unsetenv("NCCL_SHM_DISABLE"); }
+};
+
+std::string Case(const char* coll, DataType t, RedOp op, size_t count, bool in_place, int rank) {
+  return std::string(coll) + " type=" + std::string(Name(t)) + " op=" + std::string(Name(op)) +
+         " count=" + std::to_string(count) + (in_place ? " in-place" : " out-of-place") +
+         " rank=" + std::to_string(rank);
+}
+
+// Reductions: all-reduce, reduce (rotating root), reduce-scatter.
+void CheckReductions(Communicator& c) {
+  const int n = c.size(), r = c.rank();
+  for (DataType t : kTypes) {
+    const size_t es = SizeOf(t);
+    for (RedOp op : kOps) {
+      for (size_t count : Counts()) {
+        for (bool in_place : {false, true}) {
+          std::vector<char> send(count * n * es + 1), recv(count * n * es + 1), want(count * es + 1);
+          // all-reduce
+          FillInput(send.data(), count, t, r, 0, op);
+          void* out = in_place ? send.data() : recv.data();
+          ASSERT_TRUE(c.AllReduce(send.data(), out, count, t, op).ok());
+          ExpectedReduction(want.data(), count, t, op, n, 0);
+          EXPECT_EQ(CountMismatches(out, want.data(), count, t), 0u)
+              << Case("AllReduce", t, op, count, in_place, r);
+          // reduce to a root that moves with the count
+          const int root = static_cast<int>(count % n);
+          FillInput(send.data(), count, t, r, 0, op);
+          out = in_place ? send.data() : recv.data();
+          ASSERT_TRUE(c.Reduce(send.data(), out, count, t, op, root).ok());
+          if (r == root) {
+            EXPECT_EQ(CountMismatches(out, want.data(), count, t), 0u)
+                << Case("Reduce", t, op, count, in_place, r);
+          }
+          // reduce-scatter: rank r gets block r of the reduction
+          FillInput(send.data(), count * n, t, r, 0, op);
+          out = in_place ? send.data() + r * count * es : recv.data();
+          ASSERT_TRUE(c.ReduceScatter(send.data(), out, count, t, op).ok());
+          ExpectedReduction(want.data(), count, t, op, n, r * count);
+          EXPECT_EQ(CountMismatches(out, want.data(), count, t), 0u)
+              << Case("ReduceScatter", t, op, count, in_place, r);
+        }
+      }
+    }
+  }
+}
+
+// Data movement: all-gather, broadcast (rotating root), all-to-all.
+void CheckMovement(Communicator& c) {
+  const int n = c.size(), r = c.rank();
+  for (DataType t : kTypes) {
+    const size_t es = SizeOf(t);
+    for (size_t count : Counts()) {
+      for (bool in_place : {false, true}) {
+        const std::string tag = std::string(Name(t)) + " count=" + std::to_string(count) +
+                                (in_place ? " in-place" : "") + " rank=" + std::to_string(r);
+        std::vector<char> send(count * n * es + 1), recv(count * n * es + 1), want(count * n * es + 1);
+        // all-gather: block j comes from rank j
+        char* mine = in_place ? recv.data() + r * count * es : send.data();
+        FillInput(mine, count, t, r, 0, RedOp::kSum);
+        ASSERT_TRUE(c.AllGather(mine, recv.data(), count, t).ok());
+        for (int j = 0; j < n; ++j) FillInput(want.data() + j * count * es, count, t, j, 0, RedOp::kSum);
+        EXPECT_EQ(CountMismatches(recv.data(), want.data(), count * n, t), 0u) << "AllGather " << tag;
+        // broadcast
+        const int root = static_cast<int>((count + 1) % n);
+        FillInput(send.data(), count, t, r, 0, RedOp::kSum);
+        char* out = in_place ? send.data() : recv.data();
+        ASSERT_TRUE(c.Broadcast(send.data(), out, count, t, root).ok());
+        FillInput(want.data(), count, t, root, 0, RedOp::kSum);
+        EXPECT_EQ(CountMismatches(out, want.data(), count, t), 0u) << "Broadcast " << tag;
+        // all-to-all: block j of rank r goes to rank j
+        char* a2a_in = in_place ? recv.data() : send.data();
+        FillInput(a2a_in, count * n, t, r, 0, RedOp::kSum);
+        ASSERT_TRUE(c.AllToAll(a2a_in, recv.data(), count, t).ok());
+        for (int j = 0; j < n; ++j) {
+          FillInput(want.data() + j * count * es, count, t, j, r * count, RedOp::kSum);
+        }
+        EXPECT_EQ(CountMismatches(recv.data(), want.data(), count * n, t), 0u) << "AllToAll " << tag;
+      }
+    }
+  }
+}
+
+TEST_P(Conformance, Reductions) { RunRanks(GetParam().ranks, CheckReductions); }
+TEST_P(Conformance, DataMovement) { RunRanks(GetParam().ranks, CheckMovement); }
+
+TEST_P(Conformance, AllReduceIsBitIdenticalOnEveryRank) {
+  // Random floats: the sum depends on the order of additions, so equal bits
+  // on every rank prove the order is the same everywhere.
+  const int n = GetParam().ranks;
+  for (const char* algo : {"Ring", "Tree", "RecursiveDoubling"}) {
+    setenv("NCCL_ALGO", algo, 1);
+    std::vector<std::vector<float>> results(n);
+    RunRanks(n, [&](Communicator& c) {
+      const size_t count = 100003;
+      std::vector<float> x(count);
+      uint64_t s = 0x9e3779b97f4a7c15ull * (c.rank() + 1);
+      for (auto& v : x) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        v = static_cast<float>(static_cast<int64_t>(s % 2000001) - 1000000) * 1.37e-3f;
+      }
+      std::vector<float> out(count);
+      ASSERT_TRUE(c.AllReduce(x.data(), out.data(), count, DataType::kFloat32, RedOp::kSum).ok());
+      results[c.rank()] = std::move(out);
+    });
+    for (int r = 1; r < n; ++r) {
+      EXPECT_EQ(std::memcmp(results[0].data(), results[r].data(), results[0].size() * 4), 0)
+          << algo << ": rank " << r << " differs from rank 0";
+    }
+  }
+  unsetenv("NCCL_ALGO");
+}
+
+TEST_P(Conformance, EveryAllReduceAlgorithmIsCorrect) {
+  for (const char* algo : {"Ring", "Tree", "RecursiveDoubling"}) {
+    setenv("NCCL_ALGO", algo, 1);
+    RunRanks(GetParam().ranks, [&](Communicator& c) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{1031}, size_t{262147}}) {
+        std::vector<int32_t> in(count), out(count), want(count);
+        FillInput(in.data(), count, DataType::kInt32, c.rank(), 0, RedOp::kSum);
+        ASSERT_TRUE(c.AllReduce(in.data(), out.data(), count, DataType::kInt32, RedOp::kSum).ok());
+        ExpectedReduction(want.data(), count, DataType::kInt32, RedOp::kSum, c.size(), 0);
+        EXPECT_EQ(CountMismatches(out.data(), want.data(), count, DataType::kInt32), 0u)
+            << algo << " count " << count << " rank " << c.rank();
+      }
+    });
+  }
+  unsetenv("NCCL_ALGO");
+}
+
+std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
+  return std::string(info.param.tcp ? "Tcp" : "Shm") + std::to_string(info.param.ranks) + "Ranks";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shm, Conformance,
+                         ::testing::Values(Param{1, false}, Param{2, false}, Param{3, false},
+                                           Param{4, false}, Param{5, false}, Param{8, false}),
+                         ParamName);
+INSTANTIATE_TEST_SUITE_P(Tcp, Conformance,
+                         ::testing::Values(Param{2, true}, Param{3, true}, Param{4, true},
+                                           Param{5, true}, Param{8, true}),
+                         ParamName);
+
+}  // namespace
+}  // namespace loom::testing

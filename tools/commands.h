@@ -1,0 +1,22 @@
+// The `loom` tool's subcommands: one entry point per subcommand, declared
+// here and listed in the table in tools/main.cc.
+#pragma once
+
+namespace loom::tools {
+
+// A subcommand's entry point. argv[0] is the subcommand's name ("run"), the
+// rest are its arguments; argv[argc] is null. Returns the process exit code.
+// Called once, on the main thread, with the process to itself.
+using CommandMain = int (*)(int argc, char** argv);
+
+struct Command {
+  const char* name;  // what the user types: `loom <name>`
+  const char* help;  // one line for `loom help`
+  CommandMain main;
+};
+
+// `loom run -np N [options] [--] cmd args...`: starts N local ranks
+// (tools/run/run_main.cc).
+int RunMain(int argc, char** argv);
+
+}  // namespace loom::tools

@@ -1,0 +1,76 @@
+// The collectives `loom perf` measures and their nccl-tests conventions: how
+// a message size becomes element counts and in-place offsets, and how a time
+// becomes algorithm and bus bandwidth. Pure arithmetic, no communication.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
+#include "loom/types.hpp"
+
+namespace loom::perf {
+
+enum class Collective {
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kReduce,
+  kAllToAll,
+  kSendRecv,
+};
+inline constexpr int kNumCollectives = 7;
+
+// "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce",
+// "alltoall", "sendrecv" (nccl-tests' binary names without "_perf").
+std::string_view Name(Collective c);
+
+// Accepts Name(c), Name(c) + "_perf", and the same without underscores
+// ("allreduce", "alltoall_perf"). nullopt for anything else.
+std::optional<Collective> ParseCollective(std::string_view text);
+
+// Whether the collective takes a reduction operator / a root; when not,
+// the table shows "none" / -1 like nccl-tests. sendrecv is the exception
+// nccl-tests makes: it prints (and loops over) the -o operator.
+bool UsesRedOp(Collective c);
+bool PrintsRedOp(Collective c);
+bool UsesRoot(Collective c);
+
+// Element counts of one call, as nccl-tests' GetCollByteCount computes them
+// from a message size in bytes. All counts are in elements.
+struct Geometry {
+  size_t send_count = 0;   // elements each rank's send buffer holds
+  size_t recv_count = 0;   // elements each rank's receive buffer holds
+  size_t param_count = 0;  // the count argument passed to the call
+  // In-place: sendbuf = recvbuf + send_inplace_offset * rank elements and
+  // recvbuf = recvbuf + recv_inplace_offset * rank elements (NCCL's layout:
+  // all_gather reads its input from its slot of the output; reduce_scatter
+  // writes its output into its slot of the input).
+  size_t send_inplace_offset = 0;
+  size_t recv_inplace_offset = 0;
+
+  // The "size" column: the larger buffer in bytes.
+  size_t Bytes(size_t type_size) const;
+};
+
+// nccl-tests' conventions: size is the total buffer size; reduce_scatter,
+// all_gather and alltoall divide it by nranks and round the per-rank count
+// down to a multiple of 16 bytes. nranks >= 1, type_size in {1, 2, 4, 8}.
+Geometry ComputeGeometry(Collective c, size_t bytes, size_t type_size, int nranks);
+
+// busbw = algbw * factor: all_reduce 2(n-1)/n; reduce_scatter, all_gather,
+// alltoall (n-1)/n; broadcast, reduce, sendrecv 1. nranks >= 1.
+double BusBwFactor(Collective c, int nranks);
+
+struct Bandwidth {
+  double algbw = 0;  // GB/s (1e9 bytes)
+  double busbw = 0;  // GB/s
+};
+// algbw = bytes moved per call / seconds, where the bytes are param_count *
+// type_size, times nranks for reduce_scatter, all_gather and alltoall (so it
+// is the "size" column). seconds must be > 0.
+Bandwidth ComputeBandwidth(Collective c, size_t param_count, size_t type_size, double seconds,
+                           int nranks);
+
+}  // namespace loom::perf

@@ -1,0 +1,58 @@
+// Command-line options of `loom perf`: nccl-tests flags and spellings, parsed
+// into a plain struct, plus the message sizes a run visits.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loom/status.hpp"
+#include "loom/types.hpp"
+#include "tools/perf/collective.h"
+
+namespace loom::perf {
+
+// Everything `loom perf` was asked to do. Defaults are nccl-tests' defaults.
+struct PerfOptions {
+  std::vector<Collective> collectives;  // one, or every collective for "all"
+  size_t min_bytes = 32u << 20;         // -b
+  size_t max_bytes = 32u << 20;         // -e
+  size_t step_bytes = 1u << 20;         // -i, used when step_factor <= 1
+  size_t step_factor = 1;               // -f
+  int iters = 20;                       // -n
+  int warmup_iters = 5;                 // -w
+  int agg_iters = 1;                    // -m: collectives per group in a timed iteration
+  int check = 1;                        // -c: 0 = no data check
+  std::vector<RedOp> ops{RedOp::kSum};  // -o (several for "all")
+  std::vector<DataType> types{DataType::kFloat32};  // -d (several for "all")
+  int root = 0;                                     // -r
+  bool blocking = false;                            // -z 1
+  int average = 1;                                  // -a: 0 rank 0, 1 avg, 2 min, 3 max
+  int parallel_init = 0;          // -p: accepted, no effect (one rank per process)
+  std::string json_path;          // --json FILE, "-" = stdout, "" = none
+  bool help = false;              // -h / --help: print Usage() and exit 0
+  bool corrupt_for_test = false;  // hidden: flip one output element before checking
+};
+
+// Parses argv[first..argc) (the collective name, then flags in any order).
+// The collective may come as "all_reduce", "all_reduce_perf", "allreduce" or
+// "all". Flags take their value as the next word or glued on ("-b8", "-b=8",
+// "--minbytes=8"). Fails with kInvalidArgument naming the offending word.
+// Pure: no I/O, no global state.
+Result<PerfOptions> ParseOptions(int argc, const char* const* argv, int first);
+
+// "8", "1K", "1.5M", "2g" -> bytes (K/M/G are powers of 1024, as nccl-tests).
+// Fails on an empty string, a negative value, an unknown suffix or trailing junk.
+Result<size_t> ParseSize(std::string_view text);
+
+// The sizes nccl-tests visits: min, then min*factor (factor > 1) or
+// min+step, while <= max. Never empty when min <= max. ParseOptions rejects
+// option sets that would not end (factor > 1 with min 0, step 0 without factor).
+std::vector<size_t> SizeSequence(const PerfOptions& options);
+
+// The --help text ("USAGE: loom perf <collective> [flags]" and one line per flag).
+std::string Usage();
+
+}  // namespace loom::perf

@@ -1,0 +1,174 @@
+// Table, summary and JSON formatting of `loom perf` (nccl-tests layout).
+#include "tools/perf/report.h"
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+
+namespace loom::perf {
+namespace {
+
+// printf into a std::string.
+__attribute__((format(printf, 1, 2))) std::string Format(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  va_list copy;
+  va_copy(copy, args);
+  const int n = std::vsnprintf(nullptr, 0, fmt, copy);
+  va_end(copy);
+  std::string out(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, fmt, args);
+  va_end(args);
+  return out;
+}
+
+std::string FormatMeasurement(const Measurement& m) {
+  std::string out = Format("  %7s  %6.2f  %6.2f", FormatTime(m.time_us).c_str(), m.algbw, m.busbw);
+  if (m.wrong < 0) return out + Format("  %5s", "N/A");
+  return out + Format("  %5lld", static_cast<long long>(m.wrong));
+}
+
+// JSON number: finite values as %.6g-ish, anything else as null.
+std::string JsonNumber(double v) {
+  if (!std::isfinite(v)) return "null";
+  return Format("%.9g", v);
+}
+
+std::string JsonMeasurement(const Row& row, const char* placement, const Measurement& m) {
+  return Format(
+      "{\"collective\": \"%s\", \"placement\": \"%s\", \"size\": %zu, \"count\": %zu, "
+      "\"type\": \"%s\", \"redop\": \"%s\", \"root\": %d, \"time_us\": %s, \"algbw_gbps\": %s, "
+      "\"busbw_gbps\": %s, \"wrong\": %s}",
+      std::string(Name(row.collective)).c_str(), placement, row.bytes, row.count,
+      std::string(Name(row.type)).c_str(), row.redop.c_str(), row.root,
+      JsonNumber(m.time_us).c_str(), JsonNumber(m.algbw).c_str(), JsonNumber(m.busbw).c_str(),
+      m.wrong < 0 ? "null" : std::to_string(m.wrong).c_str());
+}
+
+}  // namespace
+
+std::string FormatTime(double us) {
+  if (us >= 10000.0) return Format("%7.0f", us);
+  if (us >= 100.0) return Format("%7.1f", us);
+  return Format("%7.2f", us);
+}
+
+std::string FormatRunHeader(const PerfOptions& o, const std::vector<RankInfo>& ranks) {
+  const bool factor = o.step_factor > 1;
+  std::string out = Format(
+      "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
+      "agg iters: %d validation: %d graph: 0\n",
+      o.min_bytes, o.max_bytes, factor ? o.step_factor : o.step_bytes, factor ? "factor" : "bytes",
+      o.warmup_iters, o.iters, o.agg_iters, o.check);
+  if (o.blocking) {
+    out += "# Blocking Enabled: wait for completion and barrier after each collective \n";
+  }
+  if (o.parallel_init) {
+    out += "# Parallel Init: accepted and ignored (one rank per process)\n";
+  }
+  out += "#\n# Using devices\n";
+  for (const RankInfo& r : ranks) {
+    // nccl-tests names the GPU here; loom perf measures host buffers.
+    out += Format("#  Rank %2d Group  0 Pid %6d on %10s device  - [host] host memory\n", r.rank,
+                  r.pid, r.host.c_str());
+  }
+  out += "#\n";
+  return out;
+}
+
+std::string FormatTableHeader(Collective c) {
+  std::string out = Format("# Collective test starting: %s_perf\n", std::string(Name(c)).c_str());
+  out += Format(
+      "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          "
+      "\n",
+      "", "", "", "", "");
+  out += Format("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size",
+                "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
+                "algbw", "busbw", "#wrong");
+  out += Format("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)",
+                "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
+                "(GB/s)", "");
+  return out;
+}
+
+std::string FormatRow(const Row& row) {
+  return Format("%12zu  %12zu  %8s  %6s  %6d", row.bytes, row.count,
+                std::string(Name(row.type)).c_str(), row.redop.c_str(), row.root) +
+         FormatMeasurement(row.out_of_place) + FormatMeasurement(row.in_place) + "\n";
+}
+
+Summary Summarize(const std::vector<Row>& rows, int nranks) {
+  Summary s;
+  double total = 0;
+  size_t measurements = 0;
+  for (const Row& row : rows) {
+    for (const bool in_place : {false, true}) {
+      const Measurement& m = in_place ? row.in_place : row.out_of_place;
+      // nccl-tests sums its per-process error counters over all processes.
+      if (m.wrong > 0) s.out_of_bounds += nranks;
+      total += m.busbw;
+      ++measurements;
+      Summary::Peak* peak = nullptr;
+      for (Summary::Peak& p : s.peaks) {
+        if (p.collective == row.collective) peak = &p;
+      }
+      if (peak == nullptr) {
+        s.peaks.push_back({row.collective, m.busbw, row.bytes, in_place});
+      } else if (m.busbw > peak->busbw) {
+        *peak = {row.collective, m.busbw, row.bytes, in_place};
+      }
+    }
+  }
+  s.avg_busbw = measurements ? total / static_cast<double>(measurements) : 0;
+  return s;
+}
+
+std::string FormatSummary(const Summary& s) {
+  std::string out =
+      Format("# Out of bounds values : %lld %s\n", static_cast<long long>(s.out_of_bounds),
+             s.out_of_bounds ? "FAILED" : "OK");
+  out += Format("# Avg bus bandwidth    : %g \n", s.avg_busbw);
+  out += "#\n";
+  for (const Summary::Peak& p : s.peaks) {
+    out +=
+        Format("# Peak bus bandwidth   : %.2f GB/s at %zu (%s, %s)\n", p.busbw, p.bytes,
+               std::string(Name(p.collective)).c_str(), p.in_place ? "in-place" : "out-of-place");
+  }
+  return out;
+}
+
+std::string FormatJson(const PerfOptions& o, int nranks, const std::vector<Row>& rows,
+                       const Summary& s) {
+  std::string out = "{\n";
+  out += Format("  \"nranks\": %d,\n", nranks);
+  out += Format(
+      "  \"options\": {\"minbytes\": %zu, \"maxbytes\": %zu, \"stepbytes\": %zu, "
+      "\"stepfactor\": %zu, \"iters\": %d, \"warmup_iters\": %d, \"agg_iters\": %d, "
+      "\"check\": %d, \"blocking\": %d, \"average\": %d},\n",
+      o.min_bytes, o.max_bytes, o.step_bytes, o.step_factor, o.iters, o.warmup_iters, o.agg_iters,
+      o.check, o.blocking ? 1 : 0, o.average);
+  out += "  \"rows\": [";
+  const char* sep = "\n    ";
+  for (const Row& row : rows) {
+    out += sep + JsonMeasurement(row, "out-of-place", row.out_of_place);
+    sep = ",\n    ";
+    out += sep + JsonMeasurement(row, "in-place", row.in_place);
+  }
+  out += rows.empty() ? "],\n" : "\n  ],\n";
+  out += Format("  \"out_of_bounds\": %lld,\n  \"avg_busbw_gbps\": %s,\n  \"peaks\": [",
+                static_cast<long long>(s.out_of_bounds), JsonNumber(s.avg_busbw).c_str());
+  sep = "";
+  for (const Summary::Peak& p : s.peaks) {
+    out += sep;
+    out += Format(
+        "{\"collective\": \"%s\", \"busbw_gbps\": %s, \"size\": %zu, "
+        "\"placement\": \"%s\"}",
+        std::string(Name(p.collective)).c_str(), JsonNumber(p.busbw).c_str(), p.bytes,
+        p.in_place ? "in-place" : "out-of-place");
+    sep = ", ";
+  }
+  out += "]\n}\n";
+  return out;
+}
+
+}  // namespace loom::perf

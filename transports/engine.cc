@@ -1,0 +1,211 @@
+// Engine: progress loop with bounded polling, then futex/poll sleeps.
+#include "transports/engine.h"
+
+#include <linux/futex.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+
+#include "comm/base/log.h"
+
+namespace loom {
+
+namespace {
+
+long Futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts) {
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0);
+}
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace
+
+void RingDoorbell(Doorbell* bell) {
+  bell->counter.fetch_add(1, std::memory_order_seq_cst);
+  if (bell->sleeping.load(std::memory_order_seq_cst) != 0) {
+    Futex(&bell->counter, FUTEX_WAKE, INT32_MAX, nullptr);
+  }
+}
+
+const char* OpKindName(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAllReduce: return "AllReduce";
+    case OpKind::kReduceScatter: return "ReduceScatter";
+    case OpKind::kAllGather: return "AllGather";
+    case OpKind::kBroadcast: return "Broadcast";
+    case OpKind::kReduce: return "Reduce";
+    case OpKind::kAllToAll: return "AllToAll";
+    case OpKind::kSendRecv: return "Send/Recv";
+    case OpKind::kBarrier: return "Barrier";
+    case OpKind::kInternal: return "internal";
+  }
+  return "unknown";
+}
+
+Status CheckHeader(const MessageHeader& h, const Transfer& t, const std::string& peer_desc) {
+  if (h.magic != kHeaderMagic) {
+    return InternalError("corrupt message header from " + peer_desc + " (bad magic " +
+                         std::to_string(h.magic) + "): the byte streams are out of step");
+  }
+  if (h.kind != static_cast<uint8_t>(t.kind) || h.bytes != t.bytes) {
+    return InvalidUsage("mismatched operations: " + peer_desc + " sent " +
+                        std::to_string(h.bytes) + " bytes for " +
+                        OpKindName(static_cast<OpKind>(h.kind)) + " but this rank expected " +
+                        std::to_string(t.bytes) + " bytes for " + OpKindName(t.kind) +
+                        " (message #" + std::to_string(h.seq) +
+                        "); every rank must issue the same collectives with the same counts "
+                        "in the same order, and Send/Recv counts must match");
+  }
+  if (h.seq != t.seq) {
+    return InternalError("message sequence from " + peer_desc + " is " + std::to_string(h.seq) +
+                         ", expected " + std::to_string(t.seq));
+  }
+  return Status::Ok();
+}
+
+Engine::Engine(Options options, std::vector<std::unique_ptr<Connection>> connections)
+    : options_(std::move(options)), connections_(std::move(connections)) {
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+}
+
+Engine::~Engine() {
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void Engine::Wake() {
+  if (wake_fd_ >= 0) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+  }
+  if (options_.doorbell != nullptr) RingDoorbell(options_.doorbell);
+}
+
+Status Engine::Run(std::span<Transfer> transfers, Deadline deadline) {
+  std::vector<Connection*> active;
+  for (Transfer& t : transfers) {
+    if (t.peer < 0 || t.peer >= size() || connections_[t.peer] == nullptr) {
+      return InternalError("transfer to invalid peer " + std::to_string(t.peer));
+    }
+    Connection* c = connections_[t.peer].get();
+    if (t.dir == Transfer::Dir::kSend) {
+      c->PostSend(&t);
+    } else {
+      c->PostRecv(&t);
+    }
+    if (std::find(active.begin(), active.end(), c) == active.end()) active.push_back(c);
+  }
+  const auto spin = std::chrono::microseconds(options_.spin_us);
+  auto last_progress = std::chrono::steady_clock::now();
+  unsigned iter = 0;
+  for (;;) {
+    bool moved = false;
+    bool all_idle = true;
+    for (Connection* c : active) {
+      if (c->idle()) continue;
+      auto r = c->Progress();
+      if (!r.ok()) return r.status();
+      moved |= r.value();
+      all_idle &= c->idle();
+    }
+    if (all_idle) return Status::Ok();
+    if (options_.abort != nullptr && options_.abort->load(std::memory_order_relaxed)) {
+      return options_.abort_status ? options_.abort_status() : RemoteError("communicator aborted");
+    }
+    if (moved) {
+      if ((++iter & 63) == 0) last_progress = std::chrono::steady_clock::now();
+      continue;
+    }
+    iter = 0;
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_progress < spin) {
+      CpuRelax();
+      continue;
+    }
+    if (deadline.expired()) {
+      std::string who;
+      for (Connection* c : active) {
+        if (!c->idle()) who += (who.empty() ? "" : ", ") + c->Describe();
+      }
+      return TimeoutError("no progress before the deadline; still waiting on " + who +
+                          " (raise LOOM_TIMEOUT_MS if the peer is only slow)");
+    }
+    LOOM_TRY(Sleep(active, deadline));
+    last_progress = std::chrono::steady_clock::now();
+  }
+}
+
+// Sleeps until a peer may have moved data: futex on the doorbell when only
+// shared memory is pending, poll() on sockets (+ the wake eventfd) otherwise.
+// Short caps keep abort, deadline and peer-liveness checks responsive.
+Status Engine::Sleep(const std::vector<Connection*>& active, Deadline deadline) {
+  std::vector<pollfd> fds;
+  bool shm_pending = false;
+  for (Connection* c : active) {
+    if (c->idle()) continue;
+    if (c->uses_doorbell()) {
+      shm_pending = true;
+    } else {
+      c->AppendPollFds(&fds);
+    }
+  }
+  if (shm_pending && options_.doorbell != nullptr) {
+    Doorbell* bell = options_.doorbell;
+    uint32_t seen = bell->counter.load(std::memory_order_seq_cst);
+    bell->sleeping.fetch_add(1, std::memory_order_seq_cst);
+    // Re-check after announcing we sleep: a peer that wrote before seeing
+    // `sleeping` has bumped the counter, so the futex returns at once.
+    bool ready = false;
+    for (Connection* c : active) {
+      if (c->idle() || !c->uses_doorbell()) continue;
+      auto r = c->Progress();
+      if (!r.ok()) {
+        bell->sleeping.fetch_sub(1, std::memory_order_seq_cst);
+        return r.status();
+      }
+      ready |= r.value();
+    }
+    if (!ready) {
+      // Only now, with nothing left to read, is a vanished peer an error.
+      for (Connection* c : active) {
+        if (c->idle() || !c->uses_doorbell()) continue;
+        Status alive = c->CheckPeerAlive();
+        if (!alive.ok()) {
+          bell->sleeping.fetch_sub(1, std::memory_order_seq_cst);
+          return alive;
+        }
+      }
+      // With sockets pending too, keep the nap short so they are polled.
+      int64_t cap_us = fds.empty() ? 20000 : 200;
+      int64_t left_ms = deadline.RemainingMs(1000);
+      int64_t us = std::min<int64_t>(cap_us, left_ms * 1000 + 1);
+      timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>((us % 1000000) * 1000)};
+      Futex(&bell->counter, FUTEX_WAIT, seen, &ts);
+    }
+    bell->sleeping.fetch_sub(1, std::memory_order_seq_cst);
+    if (fds.empty()) return Status::Ok();
+  }
+  if (!fds.empty() || !shm_pending) {
+    if (wake_fd_ >= 0) fds.push_back(pollfd{wake_fd_, POLLIN, 0});
+    int timeout_ms = static_cast<int>(deadline.RemainingMs(shm_pending ? 0 : 50));
+    int rc = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (rc < 0 && errno != EINTR) return SystemError("poll", errno);
+    if (wake_fd_ >= 0 && rc > 0 && (fds.back().revents & POLLIN)) {
+      uint64_t v;
+      (void)!read(wake_fd_, &v, sizeof(v));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace loom

@@ -1,0 +1,61 @@
+// Engine: owns one Connection per peer and drives posted Transfers to
+// completion, polling briefly and then sleeping (never spinning without
+// bound: 8 ranks on 2 cores must still make progress).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "comm/base/status.h"
+#include "transports/transport.h"
+
+namespace loom {
+
+// Where a sleeping engine waits for shared-memory traffic: a futex word that
+// peers bump (and wake) after writing to or reading from our FIFOs.
+struct Doorbell {
+  std::atomic<uint32_t> counter{0};
+  std::atomic<uint32_t> sleeping{0};
+};
+void RingDoorbell(Doorbell* bell);
+
+class Engine {
+ public:
+  struct Options {
+    int rank = 0;
+    int spin_us = 50;            // poll this long after the last progress before sleeping
+    Doorbell* doorbell = nullptr;  // this rank's doorbell (shared memory), if any shm peer
+    const std::atomic<bool>* abort = nullptr;
+    // Turns an abort into the Status to return (e.g. the async error that caused it).
+    std::function<Status()> abort_status;
+  };
+
+  // connections[p] is the connection to rank p (null for this rank).
+  Engine(Options options, std::vector<std::unique_ptr<Connection>> connections);
+  ~Engine();
+
+  int size() const { return static_cast<int>(connections_.size()); }
+  Connection* connection(int peer) const { return connections_[peer].get(); }
+
+  // Posts every transfer (in span order: the order per peer and direction is
+  // the matching order) and progresses until all complete, an error, an
+  // abort, or the deadline. On error, pending transfers are abandoned: the
+  // communicator is unusable afterwards (its streams are out of step).
+  Status Run(std::span<Transfer> transfers, Deadline deadline);
+
+  // Wakes a sleeping Run (after Abort).
+  void Wake();
+
+ private:
+  Status Sleep(const std::vector<Connection*>& active, Deadline deadline);
+
+  Options options_;
+  std::vector<std::unique_ptr<Connection>> connections_;
+  int wake_fd_ = -1;  // eventfd in every poll set, written by Wake()
+};
+
+}  // namespace loom

@@ -1,0 +1,189 @@
+// ShmConnection: FIFO progress. Messages are a 16-byte header then the payload,
+// padded to 8 bytes, so payload elements never straddle the wrap-around and
+// a receive can reduce straight out of the FIFO (no extra copy).
+#include "transports/shm/connection.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace loom {
+
+namespace {
+constexpr uint64_t kPad = 8;
+uint64_t RoundUp(uint64_t v) { return (v + kPad - 1) & ~(kPad - 1); }
+}  // namespace
+
+ShmConnection::ShmConnection(int peer, std::string peer_host, pid_t peer_pid, ShmSegment out,
+                             ShmSegment in, ShmSegment peer_mailbox)
+    : peer_(peer),
+      peer_host_(std::move(peer_host)),
+      peer_pid_(peer_pid),
+      out_seg_(std::move(out)),
+      in_seg_(std::move(in)),
+      peer_mailbox_seg_(std::move(peer_mailbox)) {
+  out_ = static_cast<ShmFifoControl*>(out_seg_.data());
+  in_ = static_cast<ShmFifoControl*>(in_seg_.data());
+  out_data_ = static_cast<char*>(out_seg_.data()) + kShmDataOffset;
+  in_data_ = static_cast<const char*>(in_seg_.data()) + kShmDataOffset;
+  cap_out_ = out_->capacity;
+  cap_in_ = in_->capacity;
+  peer_bell_ = &static_cast<ShmMailbox*>(peer_mailbox_seg_.data())->doorbell;
+  head_ = out_->head.load(std::memory_order_relaxed);
+  cached_out_tail_ = out_->tail.load(std::memory_order_acquire);
+  tail_ = in_->tail.load(std::memory_order_relaxed);
+  cached_in_head_ = in_->head.load(std::memory_order_acquire);
+}
+
+void ShmConnection::PostSend(Transfer* t) {
+  t->seq = send_seq_++;
+  sends_.push_back(t);
+}
+
+void ShmConnection::PostRecv(Transfer* t) {
+  t->seq = recv_seq_++;
+  recvs_.push_back(t);
+}
+
+std::string ShmConnection::PeerDesc() const {
+  return "rank " + std::to_string(peer_) + " (" + peer_host_ + ", pid " +
+         std::to_string(peer_pid_) + ", via SHM)";
+}
+
+std::string ShmConnection::Describe() const { return PeerDesc(); }
+
+Status ShmConnection::CheckPeerAlive() const {
+  if (peer_pid_ != getpid() && kill(peer_pid_, 0) != 0 && errno == ESRCH) {
+    return RemoteError(PeerDesc() + " has exited or died while this rank was waiting for it");
+  }
+  return Status::Ok();
+}
+
+// Copies as much of the front sends into the FIFO as space and gates allow.
+bool ShmConnection::ProgressSend() {
+  const uint64_t start = head_;
+  while (!sends_.empty()) {
+    Transfer* t = sends_.front();
+    uint64_t free = cap_out_ - (head_ - cached_out_tail_);
+    if (!t->header_done) {
+      if (free < sizeof(MessageHeader)) {
+        cached_out_tail_ = out_->tail.load(std::memory_order_acquire);
+        free = cap_out_ - (head_ - cached_out_tail_);
+        if (free < sizeof(MessageHeader)) break;
+      }
+      MessageHeader h{t->bytes, t->seq, static_cast<uint8_t>(t->kind), kHeaderMagic, 0};
+      uint64_t pos = head_ % cap_out_;
+      uint64_t first = std::min<uint64_t>(sizeof(h), cap_out_ - pos);
+      std::memcpy(out_data_ + pos, &h, first);
+      std::memcpy(out_data_, reinterpret_cast<const char*>(&h) + first, sizeof(h) - first);
+      head_ += sizeof(h);
+      free -= sizeof(h);
+      t->header_done = true;
+    }
+    const size_t allowed = t->Allowed();
+    while (t->done < allowed) {
+      if (free == 0) {
+        cached_out_tail_ = out_->tail.load(std::memory_order_acquire);
+        free = cap_out_ - (head_ - cached_out_tail_);
+        if (free == 0) break;
+      }
+      uint64_t pos = head_ % cap_out_;
+      uint64_t n = std::min<uint64_t>({cap_out_ - pos, free, allowed - t->done});
+      std::memcpy(out_data_ + pos, static_cast<const char*>(t->src) + t->done, n);
+      head_ += n;
+      free -= n;
+      t->done += n;
+    }
+    if (t->done < t->bytes) break;
+    uint64_t pad = RoundUp(head_) - head_;
+    if (pad > free) {
+      cached_out_tail_ = out_->tail.load(std::memory_order_acquire);
+      if (pad > cap_out_ - (head_ - cached_out_tail_)) break;
+    }
+    head_ += pad;
+    sends_.pop_front();
+  }
+  if (head_ == start) return false;
+  out_->head.store(head_, std::memory_order_release);
+  RingDoorbell(peer_bell_);
+  return true;
+}
+
+// Consumes from the peer's FIFO into (or reduces into) the front receives.
+Result<bool> ShmConnection::ProgressRecv() {
+  const uint64_t start = tail_;
+  Status error;
+  while (!recvs_.empty()) {
+    Transfer* t = recvs_.front();
+    uint64_t avail = cached_in_head_ - tail_;
+    if (!t->header_done) {
+      if (avail < sizeof(MessageHeader)) {
+        cached_in_head_ = in_->head.load(std::memory_order_acquire);
+        avail = cached_in_head_ - tail_;
+        if (avail < sizeof(MessageHeader)) break;
+      }
+      MessageHeader h;
+      uint64_t pos = tail_ % cap_in_;
+      uint64_t first = std::min<uint64_t>(sizeof(h), cap_in_ - pos);
+      std::memcpy(&h, in_data_ + pos, first);
+      std::memcpy(reinterpret_cast<char*>(&h) + first, in_data_, sizeof(h) - first);
+      error = CheckHeader(h, *t, PeerDesc());
+      if (!error.ok()) break;
+      tail_ += sizeof(h);
+      avail -= sizeof(h);
+      t->header_done = true;
+    }
+    const size_t allowed = t->Allowed();
+    const size_t esize = t->reduce_with != nullptr ? SizeOf(t->type) : 1;
+    while (t->done < allowed) {
+      if (avail < esize) {
+        cached_in_head_ = in_->head.load(std::memory_order_acquire);
+        avail = cached_in_head_ - tail_;
+        if (avail < esize) break;
+      }
+      uint64_t pos = tail_ % cap_in_;
+      uint64_t n = std::min<uint64_t>({cap_in_ - pos, avail, allowed - t->done});
+      const char* from = in_data_ + pos;
+      char* to = static_cast<char*>(t->dst) + t->done;
+      if (t->reduce_with != nullptr) {
+        n -= n % esize;
+        if (n == 0) break;
+        t->reduce(to, static_cast<const char*>(t->reduce_with) + t->done, from, n / esize, t->type,
+                  t->op);
+      } else {
+        std::memcpy(to, from, n);
+      }
+      tail_ += n;
+      avail -= n;
+      t->done += n;
+    }
+    if (t->done < t->bytes) break;
+    uint64_t pad = RoundUp(tail_) - tail_;
+    if (pad > avail) {
+      cached_in_head_ = in_->head.load(std::memory_order_acquire);
+      if (pad > cached_in_head_ - tail_) break;
+    }
+    tail_ += pad;
+    recvs_.pop_front();
+  }
+  if (tail_ != start) {
+    in_->tail.store(tail_, std::memory_order_release);
+    RingDoorbell(peer_bell_);
+  }
+  if (!error.ok()) return error;
+  return tail_ != start;
+}
+
+Result<bool> ShmConnection::Progress() {
+  bool moved = false;
+  if (!sends_.empty()) moved |= ProgressSend();
+  if (!recvs_.empty()) {
+    LOOM_ASSIGN_OR_RETURN(bool r, ProgressRecv());
+    moved |= r;
+  }
+  return moved;
+}
+
+}  // namespace loom

@@ -1,0 +1,72 @@
+// ShmConnection: two single-producer/single-consumer byte FIFOs in shared
+// memory (one per direction) between two ranks of one host.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <string>
+
+#include "transports/engine.h"
+#include "transports/shm/segment.h"
+#include "transports/transport.h"
+
+namespace loom {
+
+// Control block at the start of each FIFO segment; data follows at kDataOffset.
+struct ShmFifoControl {
+  alignas(64) std::atomic<uint64_t> head;  // bytes ever written (sender only)
+  alignas(64) std::atomic<uint64_t> tail;  // bytes ever consumed (receiver only)
+  alignas(64) uint64_t capacity;            // multiple of 8
+  uint64_t magic;
+};
+inline constexpr size_t kShmDataOffset = 192;
+static_assert(sizeof(ShmFifoControl) <= kShmDataOffset);
+
+// Per-rank mailbox segment: the doorbell peers ring, and the pid for liveness.
+struct ShmMailbox {
+  Doorbell doorbell;
+  pid_t pid;
+  uint64_t magic;
+};
+
+class ShmConnection final : public Connection {
+ public:
+  // `out` is this rank's FIFO to the peer, `in` the peer's FIFO to us;
+  // `peer_mailbox` is mapped from the peer (we ring its doorbell).
+  ShmConnection(int peer, std::string peer_host, pid_t peer_pid, ShmSegment out, ShmSegment in,
+                ShmSegment peer_mailbox);
+
+  void PostSend(Transfer* t) override;
+  void PostRecv(Transfer* t) override;
+  Result<bool> Progress() override;
+  bool idle() const override { return sends_.empty() && recvs_.empty(); }
+  bool uses_doorbell() const override { return true; }
+  Status CheckPeerAlive() const override;
+  std::string Describe() const override;
+
+ private:
+  bool ProgressSend();
+  Result<bool> ProgressRecv();
+  std::string PeerDesc() const;
+
+  int peer_;
+  std::string peer_host_;
+  pid_t peer_pid_;
+  ShmSegment out_seg_, in_seg_, peer_mailbox_seg_;
+  ShmFifoControl* out_;
+  ShmFifoControl* in_;
+  char* out_data_;
+  const char* in_data_;
+  uint64_t cap_out_, cap_in_;
+  Doorbell* peer_bell_;
+  std::deque<Transfer*> sends_, recvs_;
+  uint32_t send_seq_ = 0, recv_seq_ = 0;
+  // Local copies: the only writer of head (out) / tail (in) is this side.
+  uint64_t head_ = 0, tail_ = 0;
+  uint64_t cached_out_tail_ = 0, cached_in_head_ = 0;
+};
+
+}  // namespace loom

@@ -1,0 +1,89 @@
+// ShmContext: create, exchange-barrier, open, barrier, unlink.
+#include "transports/shm/context.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <new>
+
+#include "comm/base/log.h"
+
+namespace loom {
+
+namespace {
+constexpr uint64_t kFifoMagic = 0x6c6f6f6d66696630ull;     // "loomfif0"
+constexpr uint64_t kMailboxMagic = 0x6c6f6f6d6d626f78ull;  // "loommbox"
+}  // namespace
+
+std::string ShmContext::FifoName(int from, int to) const {
+  return "/loom-" + tag_ + "-f" + std::to_string(from) + "-" + std::to_string(to);
+}
+
+std::string ShmContext::MailboxName(int rank) const {
+  return "/loom-" + tag_ + "-m" + std::to_string(rank);
+}
+
+Result<std::unique_ptr<ShmContext>> ShmContext::Create(const std::string& tag, int rank,
+                                                       size_t fifo_bytes) {
+  std::unique_ptr<ShmContext> ctx(new ShmContext());
+  ctx->tag_ = tag;
+  ctx->rank_ = rank;
+  ctx->fifo_bytes_ = (fifo_bytes + 63) & ~size_t{63};
+  LOOM_ASSIGN_OR_RETURN(ctx->mailbox_, ShmSegment::Create(ctx->MailboxName(rank), 4096));
+  auto* mb = new (ctx->mailbox_.data()) ShmMailbox();
+  mb->pid = getpid();
+  mb->magic = kMailboxMagic;
+  return ctx;
+}
+
+Result<std::vector<std::unique_ptr<Connection>>> ShmContext::Connect(
+    Exchange& exchange, const std::vector<int>& peers, const std::vector<std::string>& hosts,
+    const std::vector<int>& pids, Deadline deadline) {
+  const size_t seg_bytes = kShmDataOffset + fifo_bytes_;
+  std::vector<ShmSegment> outs;
+  for (int p : peers) {
+    LOOM_ASSIGN_OR_RETURN(ShmSegment seg, ShmSegment::Create(FifoName(rank_, p), seg_bytes));
+    auto* c = new (seg.data()) ShmFifoControl();
+    c->head.store(0);
+    c->tail.store(0);
+    c->capacity = fifo_bytes_;
+    c->magic = kFifoMagic;
+    outs.push_back(std::move(seg));
+  }
+  LOOM_TRY(exchange.Barrier("shm-created-" + tag_, deadline));
+
+  std::vector<std::unique_ptr<Connection>> conns;
+  Status failure;
+  for (size_t i = 0; i < peers.size() && failure.ok(); ++i) {
+    int p = peers[i];
+    auto in = ShmSegment::Open(FifoName(p, rank_), seg_bytes);
+    auto mb = ShmSegment::Open(MailboxName(p), 4096);
+    if (!in.ok() || !mb.ok()) {
+      failure = (in.ok() ? mb.status() : in.status())
+                    .WithContext("mapping shared memory of rank " + std::to_string(p) + " (" +
+                                 hosts[p] + ")");
+      break;
+    }
+    auto* ctl = static_cast<ShmFifoControl*>(in.value().data());
+    if (ctl->magic != kFifoMagic || ctl->capacity != fifo_bytes_) {
+      failure = InternalError("shared-memory FIFO from rank " + std::to_string(p) +
+                              " has a different layout (NCCL_BUFFSIZE differs between ranks?)");
+      break;
+    }
+    conns.push_back(std::make_unique<ShmConnection>(p, hosts[p], pids[p], std::move(outs[i]),
+                                                    std::move(in).value(), std::move(mb).value()));
+    LOOM_INFO(log::kInit | log::kShm, "rank %d -> rank %d via SHM (fifo %zu bytes)", rank_, p,
+              fifo_bytes_);
+  }
+  // Everyone has mapped what it needs (or failed): names can go.
+  Status barrier = exchange.Barrier("shm-mapped-" + tag_, deadline);
+  mailbox_.Unlink();
+  for (auto& seg : outs) seg.Unlink();
+  // Connections own the out segments now; unlink those names too.
+  for (int p : peers) shm_unlink(FifoName(rank_, p).c_str());
+  LOOM_TRY(failure);
+  LOOM_TRY(barrier);
+  return conns;
+}
+
+}  // namespace loom

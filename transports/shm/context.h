@@ -1,0 +1,47 @@
+// Shared-memory setup for one communicator: this rank's mailbox and FIFOs,
+// then one ShmConnection per same-host peer.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/base/exchange.h"
+#include "transports/shm/connection.h"
+#include "transports/shm/segment.h"
+
+namespace loom {
+
+class ShmContext {
+ public:
+  // `tag` makes segment names unique per communicator (job secret + comm id).
+  // Creates the mailbox; `fifo_bytes` is the capacity of each FIFO.
+  static Result<std::unique_ptr<ShmContext>> Create(const std::string& tag, int rank,
+                                                    size_t fifo_bytes);
+
+  Doorbell* doorbell() const { return &mailbox()->doorbell; }
+
+  // Collective over all ranks of the communicator (every rank calls it, with
+  // an empty `peers` if it has no shm peer): creates FIFOs to `peers`, waits
+  // for everyone, maps the peers' FIFOs and mailboxes, waits again, and
+  // unlinks every name so nothing is left in /dev/shm even after a crash.
+  // Returns connections indexed like `peers`.
+  Result<std::vector<std::unique_ptr<Connection>>> Connect(Exchange& exchange,
+                                                           const std::vector<int>& peers,
+                                                           const std::vector<std::string>& hosts,
+                                                           const std::vector<int>& pids,
+                                                           Deadline deadline);
+
+ private:
+  ShmContext() = default;
+  ShmMailbox* mailbox() const { return static_cast<ShmMailbox*>(mailbox_.data()); }
+  std::string FifoName(int from, int to) const;
+  std::string MailboxName(int rank) const;
+
+  std::string tag_;
+  int rank_ = 0;
+  size_t fifo_bytes_ = 0;
+  ShmSegment mailbox_;
+};
+
+}  // namespace loom

@@ -1,0 +1,118 @@
+// The transport interface: how bytes move between this rank and one peer.
+//
+// Every backend (shm, tcp, later ucx/ib/cuda) implements Connection in the
+// same file names (context.{h,cc} for per-communicator setup, connection.{h,cc}
+// for one peer). Algorithms never see a backend: they post Transfers and let
+// the Engine progress them.
+#pragma once
+
+#include <poll.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/base/status.h"
+#include "loom/types.hpp"
+
+namespace loom {
+
+// What kind of operation a message belongs to; carried in every message
+// header so a rank that issued a different collective is named, not a hang.
+enum class OpKind : uint8_t {
+  kAllReduce = 1,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kReduce,
+  kAllToAll,
+  kSendRecv,
+  kBarrier,
+  kInternal,
+};
+const char* OpKindName(OpKind kind);
+
+// One posted send or receive of a contiguous byte range to/from one peer.
+// Owned by the caller, who keeps it (and its buffers) alive until complete.
+// Transfers posted to one connection complete in posting order per direction,
+// and the n-th send of a rank to a peer matches the n-th receive of that
+// peer from the rank: both sides must agree on `bytes` and `kind` (checked).
+struct Transfer {
+  enum class Dir : uint8_t { kSend, kRecv };
+  Dir dir = Dir::kSend;
+  int peer = -1;
+  OpKind kind = OpKind::kInternal;
+  const void* src = nullptr;  // send: bytes to send
+  void* dst = nullptr;        // recv: where the bytes land
+  size_t bytes = 0;
+  // recv only: when reduce_with is set, dst[i] = reduce(reduce_with[i], incoming[i])
+  // element-wise for `type`/`op` (reduce_with may equal dst). The kernel is
+  // passed in so transports need not know the reduction library.
+  const void* reduce_with = nullptr;
+  using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t count, DataType type,
+                            RedOp op);
+  ReduceFn reduce = nullptr;
+  DataType type = DataType::kUint8;
+  RedOp op = RedOp::kSum;
+  // Optional: this transfer may only move bytes [0, gate->done) (and
+  // [0, also->done)): a send of a block that an earlier receive is still
+  // filling, or a receive into a buffer an earlier send is still reading,
+  // so that steps pipeline without overwriting anything in flight.
+  const Transfer* gate = nullptr;
+  const Transfer* also = nullptr;
+
+  size_t done = 0;  // bytes completed (received and reduced, or handed to the wire)
+  bool complete() const { return done == bytes && header_done; }
+  // Bytes this transfer may move now given its gates.
+  size_t Allowed() const {
+    size_t n = bytes;
+    if (gate != nullptr && gate->done < n) n = gate->done;
+    if (also != nullptr && also->done < n) n = also->done;
+    return n;
+  }
+
+  // Transport bookkeeping.
+  bool header_done = false;
+  uint32_t seq = 0;
+};
+
+// Wire header in front of every message (16 bytes), so mismatches are named.
+struct MessageHeader {
+  uint64_t bytes;
+  uint32_t seq;     // per connection and direction: n-th message
+  uint8_t kind;     // OpKind
+  uint8_t magic;    // kHeaderMagic
+  uint16_t reserved;
+};
+static_assert(sizeof(MessageHeader) == 16);
+inline constexpr uint8_t kHeaderMagic = 0x6c;  // 'l'
+
+// Checks a received header against the posted receive; the message names
+// both sides' view so the user sees which rank diverged.
+Status CheckHeader(const MessageHeader& h, const Transfer& t, const std::string& peer_desc);
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+
+  // Posting never blocks; the transfer is queued behind earlier ones.
+  virtual void PostSend(Transfer* t) = 0;
+  virtual void PostRecv(Transfer* t) = 0;
+  // Moves what can move without blocking; returns whether anything moved.
+  // An error names the peer (rank, host) and the transport.
+  virtual Result<bool> Progress() = 0;
+  virtual bool idle() const = 0;  // nothing posted
+
+  // For sleeping: descriptors to poll (none for shared memory, which uses the
+  // rank's doorbell instead).
+  virtual void AppendPollFds(std::vector<pollfd>* fds) const { (void)fds; }
+  virtual bool uses_doorbell() const { return false; }
+  // Called while sleeping (rarely): a dead peer process found here is an error.
+  virtual Status CheckPeerAlive() const { return Status::Ok(); }
+
+  // "SHM", "NET/Socket/lo", as NCCL prints "via ...".
+  virtual std::string Describe() const = 0;
+};
+
+}  // namespace loom

@@ -1,0 +1,272 @@
+// Transports as two ranks in one process (threads): shm and TCP pairs carry
+// messages of awkward sizes, reduce on receive, honour gates, and report a
+// mismatched message or a vanished peer by name.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include "collectives/reduce/reduce.h"
+#include "transports/engine.h"
+#include "transports/shm/context.h"
+#include "transports/tcp/context.h"
+
+namespace loom {
+namespace {
+
+// All-gather among threads of this process.
+class ThreadExchange : public Exchange {
+ public:
+  explicit ThreadExchange(int size) : size_(size) {}
+  Result<std::vector<std::string>> AllGather(std::string_view tag, std::string mine,
+                                             Deadline deadline) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto& g = gathers_[std::string(tag)];
+    g.values.resize(size_);
+    g.values[g.count++] = mine;  // order is irrelevant for these tests
+    cv_.notify_all();
+    if (!cv_.wait_until(lock, deadline.at(), [&] { return g.count >= size_; })) {
+      return TimeoutError("exchange");
+    }
+    return g.values;
+  }
+
+ private:
+  struct G {
+    std::vector<std::string> values;
+    int count = 0;
+  };
+  int size_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, G> gathers_;
+};
+
+struct Pair {
+  std::unique_ptr<ShmContext> shm[2];
+  std::unique_ptr<TcpContext> tcp[2];
+  std::unique_ptr<Engine> engine[2];
+  std::atomic<bool> abort{false};
+};
+
+enum class Kind { kShm, kTcp };
+
+std::unique_ptr<Pair> MakePair(Kind kind, size_t fifo = 1 << 16) {
+  auto p = std::make_unique<Pair>();
+  ThreadExchange ex(2);
+  static int serial = 0;
+  std::string tag = "t" + std::to_string(getpid()) + "-" + std::to_string(serial++);
+  std::vector<std::string> hosts = {"h0", "h1"};
+  std::vector<int> pids = {getpid(), getpid()};
+  std::vector<std::string> addrs(2);
+  if (kind == Kind::kTcp) {
+    for (int r = 0; r < 2; ++r) {
+      auto c = TcpContext::Create("127.0.0.1", "lo", 42);
+      EXPECT_TRUE(c.ok()) << c.status().ToString();
+      p->tcp[r] = std::move(c).value();
+      addrs[r] = p->tcp[r]->address();
+    }
+  }
+  std::thread th[2];
+  std::vector<std::unique_ptr<Connection>> conns[2];
+  for (int r = 0; r < 2; ++r) {
+    th[r] = std::thread([&, r] {
+      Deadline d = Deadline::After(std::chrono::seconds(10));
+      if (kind == Kind::kShm) {
+        auto c = ShmContext::Create(tag, r, fifo);
+        ASSERT_TRUE(c.ok()) << c.status().ToString();
+        p->shm[r] = std::move(c).value();
+        auto cs = p->shm[r]->Connect(ex, {1 - r}, hosts, pids, d);
+        ASSERT_TRUE(cs.ok()) << cs.status().ToString();
+        conns[r] = std::move(cs).value();
+      } else {
+        auto cs = p->tcp[r]->Connect(r, {1 - r}, addrs, hosts, d);
+        ASSERT_TRUE(cs.ok()) << cs.status().ToString();
+        conns[r] = std::move(cs).value();
+      }
+    });
+  }
+  for (auto& t : th) t.join();
+  for (int r = 0; r < 2; ++r) {
+    std::vector<std::unique_ptr<Connection>> v(2);
+    v[1 - r] = std::move(conns[r][0]);
+    Engine::Options o;
+    o.rank = r;
+    o.spin_us = 20;
+    o.doorbell = p->shm[r] ? p->shm[r]->doorbell() : nullptr;
+    o.abort = &p->abort;
+    p->engine[r] = std::make_unique<Engine>(o, std::move(v));
+  }
+  return p;
+}
+
+class TransportTest : public ::testing::TestWithParam<Kind> {};
+
+TEST_P(TransportTest, MessagesOfAwkwardSizesArriveIntact) {
+  auto p = MakePair(GetParam());
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{7}, size_t{4099}, size_t{65536}, size_t{1 << 20} + 3}) {
+    std::vector<uint8_t> a(bytes), b(bytes, 0);
+    for (size_t i = 0; i < bytes; ++i) a[i] = static_cast<uint8_t>(i * 31 + 7);
+    Status s0, s1;
+    std::thread t0([&] {
+      Transfer t;
+      t.dir = Transfer::Dir::kSend;
+      t.peer = 1;
+      t.src = a.data();
+      t.bytes = bytes;
+      s0 = p->engine[0]->Run({&t, 1}, Deadline::After(std::chrono::seconds(10)));
+    });
+    std::thread t1([&] {
+      Transfer t;
+      t.dir = Transfer::Dir::kRecv;
+      t.peer = 0;
+      t.dst = b.data();
+      t.bytes = bytes;
+      s1 = p->engine[1]->Run({&t, 1}, Deadline::After(std::chrono::seconds(10)));
+    });
+    t0.join();
+    t1.join();
+    ASSERT_TRUE(s0.ok()) << s0.ToString();
+    ASSERT_TRUE(s1.ok()) << s1.ToString();
+    EXPECT_EQ(a, b) << bytes;
+  }
+}
+
+TEST_P(TransportTest, ReceiveReducesAndGatedSendForwards) {
+  // Rank 0 sends x; rank 1 receives and adds its y, then (gated on the
+  // receive) sends the sum back while it is still arriving.
+  auto p = MakePair(GetParam());
+  const size_t n = 300001;
+  std::vector<float> x(n), y(n), sum(n), back(n);
+  for (size_t i = 0; i < n; ++i) {
+    x[i] = static_cast<float>(i % 1000);
+    y[i] = static_cast<float>((i * 7) % 1000);
+  }
+  Status s0, s1;
+  std::thread t0([&] {
+    Transfer t[2];
+    t[0].dir = Transfer::Dir::kSend;
+    t[0].peer = 1;
+    t[0].src = x.data();
+    t[0].bytes = n * 4;
+    t[1].dir = Transfer::Dir::kRecv;
+    t[1].peer = 1;
+    t[1].dst = back.data();
+    t[1].bytes = n * 4;
+    s0 = p->engine[0]->Run(t, Deadline::After(std::chrono::seconds(10)));
+  });
+  std::thread t1([&] {
+    Transfer t[2];
+    t[0].dir = Transfer::Dir::kRecv;
+    t[0].peer = 0;
+    t[0].dst = sum.data();
+    t[0].reduce_with = y.data();
+    t[0].reduce = &ReduceInto;
+    t[0].type = DataType::kFloat32;
+    t[0].op = RedOp::kSum;
+    t[0].bytes = n * 4;
+    t[1].dir = Transfer::Dir::kSend;
+    t[1].peer = 0;
+    t[1].src = sum.data();
+    t[1].bytes = n * 4;
+    t[1].gate = &t[0];
+    s1 = p->engine[1]->Run(t, Deadline::After(std::chrono::seconds(10)));
+  });
+  t0.join();
+  t1.join();
+  ASSERT_TRUE(s0.ok()) << s0.ToString();
+  ASSERT_TRUE(s1.ok()) << s1.ToString();
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(back[i], x[i] + y[i]) << i;
+}
+
+TEST_P(TransportTest, MismatchedSizesAreNamed) {
+  auto p = MakePair(GetParam());
+  std::vector<char> a(100), b(200);
+  Status s1;
+  std::thread t0([&] {
+    Transfer t;
+    t.dir = Transfer::Dir::kSend;
+    t.peer = 1;
+    t.src = a.data();
+    t.bytes = 100;
+    t.kind = OpKind::kAllReduce;
+    (void)p->engine[0]->Run({&t, 1}, Deadline::After(std::chrono::seconds(2)));
+  });
+  Transfer t;
+  t.dir = Transfer::Dir::kRecv;
+  t.peer = 0;
+  t.dst = b.data();
+  t.bytes = 200;
+  t.kind = OpKind::kAllGather;
+  s1 = p->engine[1]->Run({&t, 1}, Deadline::After(std::chrono::seconds(5)));
+  t0.join();
+  EXPECT_EQ(s1.code(), Code::kInvalidUsage) << s1.ToString();
+  EXPECT_NE(s1.message().find("AllReduce"), std::string::npos) << s1.message();
+  EXPECT_NE(s1.message().find("rank 0"), std::string::npos) << s1.message();
+}
+
+TEST_P(TransportTest, DeadlineEndsAWaitForASilentPeer) {
+  auto p = MakePair(GetParam());
+  std::vector<char> b(10);
+  Transfer t;
+  t.dir = Transfer::Dir::kRecv;
+  t.peer = 0;
+  t.dst = b.data();
+  t.bytes = 10;
+  Status s = p->engine[1]->Run({&t, 1}, Deadline::After(std::chrono::milliseconds(200)));
+  EXPECT_EQ(s.code(), Code::kTimeout) << s.ToString();
+  EXPECT_NE(s.message().find("rank 0"), std::string::npos) << s.message();
+}
+
+TEST_P(TransportTest, AbortWakesASleepingWait) {
+  auto p = MakePair(GetParam());
+  std::vector<char> b(10);
+  Transfer t;
+  t.dir = Transfer::Dir::kRecv;
+  t.peer = 0;
+  t.dst = b.data();
+  t.bytes = 10;
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    p->abort.store(true);
+    p->engine[1]->Wake();
+  });
+  Status s = p->engine[1]->Run({&t, 1}, Deadline::After(std::chrono::seconds(30)));
+  aborter.join();
+  EXPECT_EQ(s.code(), Code::kRemoteError) << s.ToString();
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, TransportTest, ::testing::Values(Kind::kShm, Kind::kTcp),
+                         [](const auto& info) { return info.param == Kind::kShm ? "Shm" : "Tcp"; });
+
+TEST(TcpTransport, ClosedPeerIsARemoteErrorNamingIt) {
+  auto p = MakePair(Kind::kTcp);
+  p->engine[0].reset();  // closes rank 0's socket
+  std::vector<char> b(10);
+  Transfer t;
+  t.dir = Transfer::Dir::kRecv;
+  t.peer = 0;
+  t.dst = b.data();
+  t.bytes = 10;
+  Status s = p->engine[1]->Run({&t, 1}, Deadline::After(std::chrono::seconds(5)));
+  EXPECT_EQ(s.code(), Code::kRemoteError) << s.ToString();
+  EXPECT_NE(s.message().find("rank 0"), std::string::npos) << s.message();
+}
+
+TEST(ShmTransport, NoSegmentIsLeftInDevShm) {
+  auto p = MakePair(Kind::kShm);
+  std::string prefix = "/dev/shm/loom-t" + std::to_string(getpid());
+  // Names are unlinked as soon as both sides mapped them.
+  FILE* f = popen(("ls " + prefix + "* 2>/dev/null | wc -l").c_str(), "r");
+  int count = -1;
+  ASSERT_EQ(fscanf(f, "%d", &count), 1);
+  pclose(f);
+  EXPECT_EQ(count, 0);
+}
+
+}  // namespace
+}  // namespace loom
