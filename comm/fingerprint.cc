@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "comm/build_info.h"
 #include "loom/loom.hpp"
 
 namespace loom {
@@ -24,13 +25,20 @@ std::string EnvValue(const char* name) {
 
 }  // namespace
 
+Fingerprint BuildOptions() {
+  return {{"build type", LOOM_BUILD_TYPE},   {"compiler", LOOM_BUILD_COMPILER},
+          {"sanitizers", LOOM_BUILD_SANITIZE}, {"hwloc", LOOM_BUILD_HWLOC},
+          {"ucx", LOOM_BUILD_UCX},           {"ibverbs headers", LOOM_BUILD_IBVERBS},
+          {"cuda", LOOM_BUILD_CUDA},         {"transports", "shm,tcp"}};
+}
+
 Fingerprint LocalFingerprint() {
   Fingerprint fp;
   fp.emplace_back("version", Version());
-#ifdef __VERSION__
-  fp.emplace_back("compiler", __VERSION__);
-#endif
-  fp.emplace_back("transports", "shm,tcp");
+  for (auto& [k, v] : BuildOptions()) {
+    // Build type and compiler may differ harmlessly; the wire format may not.
+    if (k == "transports" || k == "sanitizers") fp.emplace_back(k, v);
+  }
   for (const char* k : kKeyEnv) fp.emplace_back(std::string("NCCL_") + k, EnvValue(k));
   return fp;
 }

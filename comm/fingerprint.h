@@ -14,6 +14,8 @@ namespace loom {
 using Fingerprint = std::vector<std::pair<std::string, std::string>>;
 
 Fingerprint LocalFingerprint();
+// How this library was built: (name, value) pairs, for fingerprints and `loom info`.
+Fingerprint BuildOptions();
 std::string EncodeFingerprint(const Fingerprint& fp);
 Fingerprint DecodeFingerprint(const std::string& text);
 

@@ -19,4 +19,11 @@ struct Command {
 // (tools/run/run_main.cc).
 int RunMain(int argc, char** argv);
 
+// `loom perf <collective> [flags]`: nccl-tests compatible bandwidth test
+// (tools/perf/perf_main.cc).
+int PerfMain(int argc, char** argv);
+
+// `loom info [--params]`: version, build options, parameters (tools/info/info_main.cc).
+int InfoMain(int argc, char** argv);
+
 }  // namespace loom::tools

@@ -15,6 +15,8 @@ using loom::tools::Command;
 // Adding a subcommand: one line here plus its declaration in commands.h.
 constexpr Command kCommands[] = {
     {"run", "start N ranks of a program on this host, like mpirun -np N", loom::tools::RunMain},
+    {"perf", "collective bandwidth test, nccl-tests flags and columns", loom::tools::PerfMain},
+    {"info", "version, build options and every parameter with its value", loom::tools::InfoMain},
 };
 
 const Command* FindCommand(std::string_view name) {

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <cstdarg>
 #include <cstddef>
 #include <cstdint>
@@ -19,12 +18,13 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "comm/base/log.h"
+#include "comm/launch_env.h"
+#include "comm/unique_id.h"
 #include "loom/loom.hpp"
 
 namespace {
@@ -106,15 +106,24 @@ std::string Printf(const char* fmt, ...) {
 // that stops answering.
 ncclResult_t ToNcclResult(const loom::Status& status) {
   switch (status.code()) {
-    case loom::Code::kOk: return ncclSuccess;
-    case loom::Code::kUnhandledCudaError: return ncclUnhandledCudaError;
-    case loom::Code::kSystemError: return ncclSystemError;
-    case loom::Code::kInternalError: return ncclInternalError;
-    case loom::Code::kInvalidArgument: return ncclInvalidArgument;
-    case loom::Code::kInvalidUsage: return ncclInvalidUsage;
-    case loom::Code::kRemoteError: return ncclRemoteError;
-    case loom::Code::kInProgress: return ncclInProgress;
-    case loom::Code::kTimeout: return ncclRemoteError;
+    case loom::Code::kOk:
+      return ncclSuccess;
+    case loom::Code::kUnhandledCudaError:
+      return ncclUnhandledCudaError;
+    case loom::Code::kSystemError:
+      return ncclSystemError;
+    case loom::Code::kInternalError:
+      return ncclInternalError;
+    case loom::Code::kInvalidArgument:
+      return ncclInvalidArgument;
+    case loom::Code::kInvalidUsage:
+      return ncclInvalidUsage;
+    case loom::Code::kRemoteError:
+      return ncclRemoteError;
+    case loom::Code::kInProgress:
+      return ncclInProgress;
+    case loom::Code::kTimeout:
+      return ncclRemoteError;
   }
   return ncclInternalError;
 }
@@ -185,8 +194,8 @@ loom::Status CheckBuffer(const char* name, const void* buf, size_t count) {
 
 loom::Status CheckRank(const char* name, int value, int nranks) {
   if (value < 0 || value >= nranks) {
-    return loom::InvalidArgument(Printf("%s %d is not a rank of this communicator (0..%d)", name,
-                                        value, nranks - 1));
+    return loom::InvalidArgument(
+        Printf("%s %d is not a rank of this communicator (0..%d)", name, value, nranks - 1));
   }
   return loom::Status::Ok();
 }
@@ -216,9 +225,9 @@ loom::Result<loom::CommConfig> ParseConfig(const ncclConfig_t* config) {
   }
   std::memcpy(&known, config, std::min(size, sizeof known));
   if (known.magic != NCCL_API_MAGIC) {
-    return loom::InvalidArgument(Printf(
-        "ncclConfig_t magic is 0x%x, not 0x%x: initialise it with NCCL_CONFIG_INITIALIZER",
-        known.magic, NCCL_API_MAGIC));
+    return loom::InvalidArgument(
+        Printf("ncclConfig_t magic is 0x%x, not 0x%x: initialise it with NCCL_CONFIG_INITIALIZER",
+               known.magic, NCCL_API_MAGIC));
   }
   // Before 2.14 the struct had no options at all.
   int blocking = known.version < NCCL_VERSION(2, 14, 0) ? NCCL_CONFIG_UNDEF_INT : known.blocking;
@@ -232,7 +241,8 @@ loom::Result<loom::CommConfig> ParseConfig(const ncclConfig_t* config) {
               "so calls return ncclSuccess rather than ncclInProgress");
   }
   if (known.version >= NCCL_VERSION(2, 17, 0) && known.netName != nullptr) {
-    LOOM_INFO(loom::log::kInit, "ncclConfig_t.netName \"%s\" ignored: choose transports with NCCL_NET",
+    LOOM_INFO(loom::log::kInit,
+              "ncclConfig_t.netName \"%s\" ignored: choose transports with NCCL_NET",
               known.netName);
   }
   return out;
@@ -316,7 +326,8 @@ loom::Status InitRank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int 
                       const ncclConfig_t* config) {
   if (comm == nullptr) return loom::InvalidArgument("comm (the ncclComm_t to fill in) is NULL");
   *comm = nullptr;
-  if (nranks < 1) return loom::InvalidArgument(Printf("nranks is %d; it must be at least 1", nranks));
+  if (nranks < 1)
+    return loom::InvalidArgument(Printf("nranks is %d; it must be at least 1", nranks));
   LOOM_TRY(CheckRank("rank", rank, nranks));
   LOOM_ASSIGN_OR_RETURN(loom::CommConfig parsed, ParseConfig(config));
   auto handle = std::make_unique<ncclComm>();
@@ -338,43 +349,26 @@ loom::Status InitRank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int 
 
 // --- ncclGetUniqueId under a launcher ---
 
-// Launchers write the job id as a number (decimal or 0x-hex); any other text
-// is hashed (FNV-1a), so every rank still derives the same secret from it.
-uint64_t JobSecret(std::string_view text) {
-  uint64_t value = 0;
-  std::string_view digits = text;
-  int base = 10;
-  if (digits.starts_with("0x") || digits.starts_with("0X")) {
-    digits.remove_prefix(2);
-    base = 16;
-  }
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value, base);
-  if (!digits.empty() && ec == std::errc() && end == digits.data() + digits.size()) return value;
-  uint64_t hash = 14695981039346656037ull;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return hash;
-}
-
-// The launcher's rendezvous, or nullopt when LOOM_ROOT is unset. LOOM_ROOT is
-// "host:port" (with the secret from LOOM_JOB_ID) or a full id text
-// "host:port/secret" as UniqueId::ToString writes it.
+// The rendezvous Communicator::CreateFromEnv would use (same address, same
+// secret derived from the job id), or nullopt when LOOM_ROOT is unset. Rank
+// 0's process starts the store, as CreateFromEnv does. Ids from other
+// launchers' variables (torchrun, MPI) are not derived: NCCL programs there
+// ship the id themselves, and only LOOM_ROOT says the user wants otherwise.
 loom::Result<std::optional<loom::UniqueId>> LauncherId() {
   const char* root = std::getenv("LOOM_ROOT");
   if (root == nullptr || *root == '\0') return std::optional<loom::UniqueId>();
-  std::string_view root_text(root);
-  if (root_text.find('/') != std::string_view::npos) {
-    LOOM_ASSIGN_OR_RETURN(loom::UniqueId id, loom::UniqueId::Parse(std::string(root_text)));
-    return std::optional<loom::UniqueId>(id);
+  LOOM_ASSIGN_OR_RETURN(auto env,
+                        loom::ReadLaunchEnv([](const char* name) { return std::getenv(name); }));
+  if (!env) {
+    return loom::InvalidUsage(
+        "LOOM_ROOT is set but no rank/size is (LOOM_RANK/LOOM_WORLD_SIZE, RANK/WORLD_SIZE, ...): "
+        "start the program with `loom run -np N -- prog`, or unset LOOM_ROOT and ship the id");
   }
-  const char* job = std::getenv("LOOM_JOB_ID");
-  // Without a job id the address itself is the only text all ranks share.
-  uint64_t secret = JobSecret(job != nullptr && *job != '\0' ? job : root);
-  auto id = loom::UniqueId::FromAddress(std::string(root_text), secret);
-  if (!id.ok()) return id.status().WithContext("LOOM_ROOT=" + std::string(root_text));
-  return std::optional<loom::UniqueId>(std::move(id).value());
+  if (env->rank == 0) {
+    LOOM_TRY(loom::internal::HostStoreForEnv(*env));
+  }
+  return std::optional<loom::UniqueId>(
+      loom::internal::MakeUniqueId({env->root_host, env->root_port, env->secret}));
 }
 
 // The launcher reserved one rendezvous port, for one communicator: only the
@@ -403,11 +397,13 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
     if (!g_launcher_id_taken.exchange(true)) {
       LOOM_ASSIGN_OR_RETURN(id, LauncherId());
     }
+    // The id carries the job secret: log where it came from, not its bytes.
+    const char* origin = id ? "the launcher's (LOOM_ROOT)" : "fresh, hosted by this process";
     if (!id) {
       LOOM_ASSIGN_OR_RETURN(id, loom::UniqueId::Create());
     }
     std::memcpy(uniqueId->internal, id->bytes.data(), sizeof uniqueId->internal);
-    LOOM_INFO(loom::log::kBootstrap, "ncclGetUniqueId: %s", id->ToString().c_str());
+    LOOM_INFO(loom::log::kBootstrap, "ncclGetUniqueId: %s", origin);
     return loom::Status::Ok();
   });
 }
@@ -522,15 +518,24 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
 
 const char* ncclGetErrorString(ncclResult_t result) {
   switch (result) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled CUDA error (ncclGetLastError() has details)";
-    case ncclSystemError: return "system call failed (ncclGetLastError() has details)";
-    case ncclInternalError: return "internal error in loom (please report it)";
-    case ncclInvalidArgument: return "invalid argument (ncclGetLastError() names it)";
-    case ncclInvalidUsage: return "invalid usage (ncclGetLastError() says why)";
-    case ncclRemoteError: return "a peer failed, timed out or the communicator was aborted";
-    case ncclInProgress: return "operation in progress";
-    case ncclNumResults: break;
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled CUDA error (ncclGetLastError() has details)";
+    case ncclSystemError:
+      return "system call failed (ncclGetLastError() has details)";
+    case ncclInternalError:
+      return "internal error in loom (please report it)";
+    case ncclInvalidArgument:
+      return "invalid argument (ncclGetLastError() names it)";
+    case ncclInvalidUsage:
+      return "invalid usage (ncclGetLastError() says why)";
+    case ncclRemoteError:
+      return "a peer failed, timed out or the communicator was aborted";
+    case ncclInProgress:
+      return "operation in progress";
+    case ncclNumResults:
+      break;
   }
   return "unknown result code";
 }
@@ -612,22 +617,25 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
     LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
     LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
     LOOM_TRY(CheckRank("root", root, c->size()));
-    if (c->rank() == root) LOOM_TRY(CheckBuffer("sendbuff (on root)", sendbuff, count));
+    if (c->rank() == root) {
+      LOOM_TRY(CheckBuffer("sendbuff (on root)", sendbuff, count));
+    }
     LOOM_TRY(CheckBuffer("recvbuff", recvbuff, count));
     return c->Broadcast(sendbuff, recvbuff, count, type, root);
   });
 }
 
-ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
-                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-                        cudaStream_t /*stream*/) {
+ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t /*stream*/) {
   return Api("ncclReduce", [&]() -> loom::Status {
     LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
     LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
     LOOM_ASSIGN_OR_RETURN(loom::RedOp red, ToLoom(op));
     LOOM_TRY(CheckRank("root", root, c->size()));
     LOOM_TRY(CheckBuffer("sendbuff", sendbuff, count));
-    if (c->rank() == root) LOOM_TRY(CheckBuffer("recvbuff (on root)", recvbuff, count));
+    if (c->rank() == root) {
+      LOOM_TRY(CheckBuffer("recvbuff (on root)", recvbuff, count));
+    }
     return c->Reduce(sendbuff, recvbuff, count, type, red, root);
   });
 }

@@ -4,14 +4,20 @@
 // The multi-process C99 program is tests/c_api/nccl_allreduce_test.c.
 #include "loom/nccl.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "comm/launch_env.h"
+#include "comm/unique_id.h"
 #include "loom/loom.hpp"
 
 namespace {
@@ -22,7 +28,9 @@ class NcclShim : public ::testing::Test {
   void SetUp() override { unsetenv("LOOM_ROOT"); }
 };
 
-std::string LastError() { return ncclGetLastError(nullptr); }
+std::string LastError() {
+  return ncclGetLastError(nullptr);
+}
 
 ncclUniqueId FreshId() {
   ncclUniqueId id;
@@ -117,7 +125,8 @@ TEST_F(NcclShim, ConfigFromOlderAndNewerHeadersIsAccepted) {
   old_config.version = NCCL_VERSION(2, 13, 0);
   old_config.blocking = 42;
   ncclComm_t comm = nullptr;
-  ASSERT_EQ(ncclCommInitRankConfig(&comm, 1, FreshId(), 0, &old_config), ncclSuccess) << LastError();
+  ASSERT_EQ(ncclCommInitRankConfig(&comm, 1, FreshId(), 0, &old_config), ncclSuccess)
+      << LastError();
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 
   // A newer header appends fields; only the ones we know are read.
@@ -279,37 +288,68 @@ TEST_F(NcclShim, MissingPeerIsARemoteErrorAfterTheTimeout) {
   unsetenv("LOOM_TIMEOUT_MS");
 }
 
-// --- ncclGetUniqueId under a launcher; each case runs in a fresh process
+// --- ncclGetUniqueId under `loom run`; each case runs in a fresh process
 // because only the first call in a process returns the launcher's id. ---
 
 bool SameId(const ncclUniqueId& a, const loom::UniqueId& b) {
   return std::memcmp(a.internal, b.bytes.data(), sizeof a.internal) == 0;
 }
 
-// Exit code 0 when the first call returns `expected` and the second does not.
-int CheckLauncherId(const char* root, const char* job, const loom::UniqueId& expected) {
-  setenv("LOOM_ROOT", root, 1);
-  if (job != nullptr) setenv("LOOM_JOB_ID", job, 1);
-  ncclUniqueId first, second;
-  if (ncclGetUniqueId(&first) != ncclSuccess) return 2;
-  if (!SameId(first, expected)) return 3;
-  if (ncclGetUniqueId(&second) != ncclSuccess) return 4;
-  return SameId(second, expected) ? 5 : 0;
+// A port nobody listens on right now, for rank 0's store.
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
 }
 
-TEST_F(NcclShim, LauncherIdIsSharedByEveryRank) {
+void SetLauncherEnv(int rank, int size, int port) {
+  setenv("LOOM_RANK", std::to_string(rank).c_str(), 1);
+  setenv("LOOM_WORLD_SIZE", std::to_string(size).c_str(), 1);
+  setenv("LOOM_ROOT", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
+  setenv("LOOM_JOB_ID", "nccl-test-job", 1);
+}
+
+// Rank 1 of 2: the id is the one CreateFromEnv would use (same address, same
+// secret), and only the first call returns it. Exit code 0 on success.
+int CheckNonRootLauncherId(int port) {
+  SetLauncherEnv(1, 2, port);
+  auto env = loom::ReadLaunchEnv([](const char* name) { return std::getenv(name); });
+  if (!env.ok() || !env.value()) return 2;
+  loom::UniqueId expected =
+      loom::internal::MakeUniqueId({(*env)->root_host, (*env)->root_port, (*env)->secret});
+  ncclUniqueId first, second;
+  if (ncclGetUniqueId(&first) != ncclSuccess) return 3;
+  if (!SameId(first, expected)) return 4;
+  if (ncclGetUniqueId(&second) != ncclSuccess) return 5;
+  return SameId(second, expected) ? 6 : 0;
+}
+
+// Rank 0 of 1: its process must serve the store, or creation would time out.
+int CheckRootHostsTheStore(int port) {
+  SetLauncherEnv(0, 1, port);
+  setenv("LOOM_TIMEOUT_MS", "5000", 1);
+  ncclUniqueId id;
+  ncclComm_t comm = nullptr;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return 2;
+  if (ncclCommInitRank(&comm, 1, id, 0) != ncclSuccess) return 3;
+  return ncclCommDestroy(comm) == ncclSuccess ? 0 : 4;
+}
+
+TEST_F(NcclShim, LauncherIdMatchesCreateFromEnv) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  auto expected = loom::UniqueId::FromAddress("127.0.0.1:29517", 1234);
-  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
-  EXPECT_EXIT(std::exit(CheckLauncherId("127.0.0.1:29517", "1234", *expected)),
-              ::testing::ExitedWithCode(0), "");
-  EXPECT_EXIT(std::exit(CheckLauncherId("127.0.0.1:29517", "0x4d2", *expected)),
-              ::testing::ExitedWithCode(0), "");
-  // A full id text in LOOM_ROOT carries its own secret.
-  auto parsed = loom::UniqueId::Parse(expected->ToString());
-  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
-  EXPECT_EXIT(std::exit(CheckLauncherId(expected->ToString().c_str(), nullptr, *parsed)),
-              ::testing::ExitedWithCode(0), "");
+  int port = FreePort();
+  ASSERT_NE(port, 0);
+  EXPECT_EXIT(std::exit(CheckNonRootLauncherId(port)), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(std::exit(CheckRootHostsTheStore(port)), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

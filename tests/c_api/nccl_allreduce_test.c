@@ -8,12 +8,12 @@
  * place), the other collectives, a grouped send/recv ring, split (even/odd,
  * and NCCL_SPLIT_NOCOLOR), every error string, and the invalid-argument paths.
  * Exit status 0 means every check passed on this rank. */
-#include "loom/nccl.h"
-
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "loom/nccl.h"
 
 static int g_rank = 0;
 static int g_failures = 0;
@@ -29,14 +29,14 @@ static void report(const char* file, int line, const char* what) {
   } while (0)
 
 /* A failed call leaves the ranks out of step, so it ends the program. */
-#define NCCL_OK(call)                                                                  \
-  do {                                                                                 \
-    ncclResult_t r_ = (call);                                                          \
-    if (r_ != ncclSuccess) {                                                           \
-      fprintf(stderr, "rank %d: %s:%d: %s -> %s (%s)\n", g_rank, __FILE__, __LINE__, \
-              #call, ncclGetErrorString(r_), ncclGetLastError(NULL));                  \
-      exit(1);                                                                         \
-    }                                                                                  \
+#define NCCL_OK(call)                                                                       \
+  do {                                                                                      \
+    ncclResult_t r_ = (call);                                                               \
+    if (r_ != ncclSuccess) {                                                                \
+      fprintf(stderr, "rank %d: %s:%d: %s -> %s (%s)\n", g_rank, __FILE__, __LINE__, #call, \
+              ncclGetErrorString(r_), ncclGetLastError(NULL));                              \
+      exit(1);                                                                              \
+    }                                                                                       \
   } while (0)
 
 static int env_int(const char* name, int fallback) {
@@ -54,8 +54,12 @@ static void* xmalloc(size_t bytes) {
 }
 
 /* Element i on rank r: exact in float, so the sum is exact whatever the order. */
-static float float_input(int r, size_t i) { return (float)((r + 1) * (int)(i % 7 + 1)); }
-static int32_t int_input(int r, size_t i) { return (int32_t)(r * 1000003 + (int32_t)(i % 1000)); }
+static float float_input(int r, size_t i) {
+  return (float)((r + 1) * (int)(i % 7 + 1));
+}
+static int32_t int_input(int r, size_t i) {
+  return (int32_t)(r * 1000003 + (int32_t)(i % 1000));
+}
 
 static void check_error_strings(void) {
   int a, b;
@@ -95,11 +99,9 @@ static void check_invalid_arguments(ncclComm_t comm, int nranks) {
 
   CHECK(ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, NULL, NULL) == ncclInvalidArgument);
   check_last_error("comm");
-  CHECK(ncclAllReduce(buf, buf, 4, (ncclDataType_t)42, ncclSum, comm, NULL) ==
-        ncclInvalidArgument);
+  CHECK(ncclAllReduce(buf, buf, 4, (ncclDataType_t)42, ncclSum, comm, NULL) == ncclInvalidArgument);
   check_last_error("datatype");
-  CHECK(ncclAllReduce(buf, buf, 4, ncclFloat, (ncclRedOp_t)17, comm, NULL) ==
-        ncclInvalidArgument);
+  CHECK(ncclAllReduce(buf, buf, 4, ncclFloat, (ncclRedOp_t)17, comm, NULL) == ncclInvalidArgument);
   check_last_error("op");
   CHECK(ncclAllReduce(NULL, buf, 4, ncclFloat, ncclSum, comm, NULL) == ncclInvalidArgument);
   check_last_error("sendbuff");
@@ -159,8 +161,8 @@ static void check_allreduce(ncclComm_t comm, int rank, int nranks, size_t count)
     if (ibuf[i] != want) ++ibad;
   }
   if (fbad != 0 || ibad != 0) {
-    fprintf(stderr, "rank %d: all-reduce count %lu: %lu float and %lu int32 elements wrong\n",
-            rank, (unsigned long)count, (unsigned long)fbad, (unsigned long)ibad);
+    fprintf(stderr, "rank %d: all-reduce count %lu: %lu float and %lu int32 elements wrong\n", rank,
+            (unsigned long)count, (unsigned long)fbad, (unsigned long)ibad);
     ++g_failures;
   }
   free(fsend);

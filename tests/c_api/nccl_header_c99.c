@@ -7,10 +7,13 @@ typedef struct CUstream_st* cudaStream_t;
 #define CUDART_VERSION 12000
 #endif
 
+/* nccl.h comes first, to prove it includes what it needs. */
+/* clang-format off */
 #include "loom/nccl.h"
 
 #include <stddef.h>
 #include <stdio.h>
+/* clang-format on */
 
 /* C99 has no static_assert: a negative array size fails the build. */
 #define ABI_CHECK(name, cond) typedef char abi_check_##name[(cond) ? 1 : -1]

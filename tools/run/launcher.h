@@ -13,7 +13,8 @@
 //   launcher's stdin, and only when stdin is not a terminal (a background
 //   group reading the terminal would be stopped by SIGTTIN); every other rank
 //   reads /dev/null. Interactive programs (a debugger on the tty) are not
-//   supported; run them outside the launcher.
+//   supported, nor is a terminal set to `stty tostop` (ranks writing to it
+//   would be stopped); run those outside the launcher.
 // - A signal the launcher inherited as ignored (nohup's SIGHUP, SIGINT in a
 //   script's `&` job) stays ignored and is not forwarded.
 // - Each rank has PR_SET_PDEATHSIG(SIGKILL), so even a launcher killed by

@@ -234,7 +234,7 @@ TEST(RankEnvironment, SetsLauncherVariablesAndOverrides) {
                                 "LOOM_ROOT=127.0.0.1:999",
                                 "LOOM_JOB_ID=00ff"};
   EXPECT_EQ(env, want);
-  EXPECT_EQ(RankEnvironment(o, 0, "h:1", "id", nullptr).size(), 7u);
+  EXPECT_EQ(RankEnvironment(o, 0, "h:1", "id", nullptr).size(), 8u);  // 2 from -x, 6 LOOM_*
 }
 
 class FindInPathTest : public ::testing::Test {

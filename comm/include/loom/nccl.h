@@ -15,10 +15,13 @@
  *   caller orders the calls; groups are per thread.
  *
  * Differences from NVIDIA's library, all deliberate:
- * - ncclGetUniqueId: the process that calls it hosts the rendezvous and must
- *   create rank 0 of the communicator. Under a loom launcher (LOOM_ROOT set in
- *   the environment) the first call in each process returns the launcher's id
- *   on every rank, so no broadcast is needed; later calls return fresh ids.
+ * - ncclGetUniqueId: the process that calls it hosts the rendezvous (as
+ *   loom::UniqueId::Create, which asks that it also create rank 0). Under
+ *   `loom run` (LOOM_ROOT set) the first call in each process instead returns
+ *   the id loom::Communicator::CreateFromEnv uses, identical on every rank and
+ *   hosted by rank 0's process, so no broadcast is needed. That holds only if
+ *   every process's first call is for the same communicator (normally the
+ *   world); later calls return fresh ids, to be shipped as with NCCL.
  * - ncclCommInitRankConfig honours `blocking` but always creates the
  *   communicator before returning (ncclSuccess, never ncclInProgress);
  *   cgaClusterSize, minCTAs, maxCTAs, netName and splitShare are accepted and
@@ -40,7 +43,7 @@
 
 /* Codes before 2.9 were X*1000+Y*100+Z; NCCL kept that rule for old versions. */
 #define NCCL_VERSION(X, Y, Z) \
-  (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
+  (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 #define NCCL_VERSION_CODE NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH)
 
 /* cudaStream_t without CUDA: the same type CUDA declares, so a stream from
@@ -97,11 +100,11 @@ typedef struct ncclConfig_v21700 {
   int splitShare;
 } ncclConfig_t;
 
-#define NCCL_CONFIG_INITIALIZER                                                                  \
-  {                                                                                              \
-    sizeof(ncclConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NCCL_CONFIG_UNDEF_INT,              \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, \
-        NCCL_CONFIG_UNDEF_INT                                                                    \
+#define NCCL_CONFIG_INITIALIZER                                                     \
+  {                                                                                 \
+    sizeof(ncclConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NCCL_CONFIG_UNDEF_INT, \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,        \
+        NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT                                \
   }
 
 /* The dummy enum fixes sizeof(ncclRedOp_t), as in NCCL, so ncclMaxRedOp keeps
@@ -141,9 +144,8 @@ typedef enum {
 /* *version = NCCL_VERSION_CODE of the API level (see above). */
 ncclResult_t ncclGetVersion(int* version);
 
-/* A fresh id whose rendezvous this process hosts (it must create rank 0), or,
- * on the first call under a loom launcher, the launcher's id (LOOM_ROOT and
- * LOOM_JOB_ID), identical on every rank. */
+/* A fresh id whose rendezvous this process hosts, or, on the first call under
+ * `loom run`, the launcher's id (see the differences above). */
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
 
 /* Collective over nranks callers sharing commId. Blocks until every rank has
@@ -198,12 +200,10 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
 /* sendbuff is read on root only. */
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
-                           ncclDataType_t datatype, int root, ncclComm_t comm,
-                           cudaStream_t stream);
+                           ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
 /* recvbuff is written on root only (may be NULL elsewhere). */
-ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
-                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-                        cudaStream_t stream);
+ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
 
 /* Point to point. A send and its matching receive on another rank must be
  * in flight together: put exchanges inside a group. */
