@@ -1,0 +1,63 @@
+#!/bin/bash
+# Multi-process tests through `loom run`: the main perf job, a check that
+# #wrong can fail, a killed rank named by every survivor, a fingerprint
+# mismatch named at init, and TCP between processes.
+#   process_test.sh LOOM FAULT_RANK CASE
+set -u
+LOOM=$1 FAULT=$2 CASE=$3
+export NCCL_SOCKET_IFNAME=lo
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; for f in "$tmp"/*; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done; exit 1; }
+
+case $CASE in
+perf_main_job)
+  # The README's main job, shortened: every size must check out (#wrong 0).
+  "$LOOM" run -np 4 -- "$LOOM" perf all_reduce -b 8 -e 4M -f 4 -c 1 >"$tmp/out" 2>&1 || fail "perf exited $?"
+  grep -q "Out of bounds values : 0 OK" "$tmp/out" || fail "no OK line"
+  ;;
+perf_all_ops)
+  "$LOOM" run -np 3 -- "$LOOM" perf all -b 1 -e 256K -f 16 -d all -o all -n 2 -w 1 >"$tmp/out" 2>&1 || fail "perf all exited $?"
+  ! grep -q FAILED "$tmp/out" || fail "a check failed"
+  ;;
+perf_detects_corruption)
+  "$LOOM" run -np 2 -- "$LOOM" perf all_reduce -b 1K -e 4K -f 2 --corrupt-for-test >"$tmp/out" 2>&1 && fail "corruption not detected"
+  grep -q "FAILED" "$tmp/out" || fail "no FAILED line"
+  ;;
+perf_tcp)
+  NCCL_SHM_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "$LOOM" run -np 3 -- "$LOOM" perf all_reduce -b 8 -e 1M -f 8 >"$tmp/out" 2>&1 || fail "tcp perf exited $?"
+  grep -q "via NET/Socket/lo" "$tmp/out" || fail "INFO does not show NET/Socket/lo"
+  grep -q "Out of bounds values : 0 OK" "$tmp/out" || fail "no OK line"
+  ;;
+killed_rank)
+  # Rank 2 dies with SIGKILL mid-loop; every survivor must fail naming it,
+  # well before the timeout, and the launcher must exit non-zero.
+  start=$(date +%s)
+  LOOM_TIMEOUT_MS=30000 "$LOOM" run -np 4 --kill-grace-ms 10000 --output-dir "$tmp" -- "$FAULT" kill 2 50
+  rc=$?
+  [ $rc -ne 0 ] || fail "launcher exited 0"
+  elapsed=$(( $(date +%s) - start ))
+  [ $elapsed -lt 25 ] || fail "took ${elapsed}s"
+  for r in 0 1 3; do
+    grep -q "RemoteError" "$tmp/rank.$r.err" || fail "rank $r did not report RemoteError"
+    grep -q "rank 2" "$tmp/rank.$r.err" || fail "rank $r did not name rank 2"
+  done
+  ;;
+fingerprint_mismatch)
+  "$LOOM" run -np 3 --output-dir "$tmp" -- sh -c \
+    'if [ "$LOOM_RANK" = 1 ]; then export NCCL_BUFFSIZE=8388608; fi; exec "$0" init' "$FAULT"
+  [ $? -ne 0 ] || fail "mismatch not detected"
+  grep -q "NCCL_BUFFSIZE" "$tmp/rank.0.err" || fail "rank 0 does not name the variable"
+  grep -q "'8388608' on rank 1" "$tmp/rank.0.err" || fail "rank 0 does not name rank 1's value"
+  ;;
+no_shm_leak)
+  before=$(ls /dev/shm | grep -c loom || true)
+  "$LOOM" run -np 4 -- "$FAULT" init || fail "init failed"
+  LOOM_TIMEOUT_MS=20000 "$LOOM" run -np 3 --kill-grace-ms 5000 --output-dir "$tmp" -- "$FAULT" kill 1 5
+  after=$(ls /dev/shm | grep -c loom || true)
+  [ "$after" -le "$before" ] || fail "segments left in /dev/shm: $(ls /dev/shm | grep loom)"
+  ;;
+*)
+  echo "unknown case $CASE"; exit 2 ;;
+esac
+echo "PASS: $CASE"
