@@ -10,6 +10,11 @@ install(FILES
 # and export them so find_package(loom) resolves loom::loom's dependencies.
 set(LOOM_EXPORTED_TARGETS loom_base loom_topology loom_reduce loom_patterns loom_transports
     loom_collectives loom_loom)
+# Users write loom::loom and loom::nccl, as inside this tree.
+set_target_properties(loom_loom PROPERTIES EXPORT_NAME loom)
+if(TARGET loom_nccl)
+  set_target_properties(loom_nccl PROPERTIES EXPORT_NAME nccl)
+endif()
 install(TARGETS ${LOOM_EXPORTED_TARGETS} EXPORT loomTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -25,6 +30,11 @@ file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/loomConfig.cmake.in [=[
 @PACKAGE_INIT@
 include(CMakeFindDependencyMacro)
 find_dependency(Threads)
+find_dependency(Boost)
+if(@LOOM_HAVE_HWLOC@)
+  find_dependency(PkgConfig)
+  pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
+endif()
 include("${CMAKE_CURRENT_LIST_DIR}/loomTargets.cmake")
 ]=])
 configure_package_config_file(${CMAKE_CURRENT_BINARY_DIR}/loomConfig.cmake.in
@@ -36,14 +46,22 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/loomConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/loomConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/loom)
 
+set(LOOM_PC_REQUIRES "")
+if(LOOM_HAVE_HWLOC)
+  set(LOOM_PC_REQUIRES "hwloc")
+endif()
+
 # pkg-config: `pkg-config --cflags --libs loom` (C++ API, static archives) and
 # `loom-nccl` (the NCCL-compatible shared library).
 set(LOOM_PC_LIBS "")
-foreach(t loom_loom loom_collectives loom_transports loom_patterns loom_reduce loom_topology loom_base)
+foreach(t loom_loom loom_collectives loom_transports loom_reduce loom_topology loom_base)
   string(APPEND LOOM_PC_LIBS " -l${t}")
 endforeach()
+# The prefix is found from the .pc file's own location, so `cmake --install
+# --prefix X` works without reconfiguring.
+file(RELATIVE_PATH LOOM_PC_UP "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/loom.pc
-"prefix=${CMAKE_INSTALL_PREFIX}
+"prefix=\${pcfiledir}/${LOOM_PC_UP}
 libdir=\${prefix}/${CMAKE_INSTALL_LIBDIR}
 includedir=\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}
 
@@ -52,9 +70,10 @@ Description: loom collective-communication runtime (C++ API)
 Version: ${PROJECT_VERSION}
 Cflags: -I\${includedir}
 Libs: -L\${libdir}${LOOM_PC_LIBS} -lpthread -lrt
+Requires: ${LOOM_PC_REQUIRES}
 ")
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/loom-nccl.pc
-"prefix=${CMAKE_INSTALL_PREFIX}
+"prefix=\${pcfiledir}/${LOOM_PC_UP}
 libdir=\${prefix}/${CMAKE_INSTALL_LIBDIR}
 includedir=\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}
 

@@ -86,6 +86,11 @@ Status Communicator::Impl::Validate(const CollArgs& a) const {
                            std::to_string(a.root) + " is not a rank of this communicator of " +
                            std::to_string(size));
   }
+  if (a.kind == OpKind::kSendRecv && a.root == rank && GroupDepth() == 0) {
+    return InvalidUsage("Send/Recv with this rank itself (" + std::to_string(rank) +
+                        ") only works inside GroupStart/GroupEnd, together with the matching "
+                        "Recv/Send");
+  }
   if (a.count > 0 && a.kind != OpKind::kBarrier) {
     bool needs_send = a.kind != OpKind::kSendRecv || a.recv == nullptr;
     bool needs_recv = a.kind != OpKind::kSendRecv || a.send == nullptr;
@@ -136,35 +141,69 @@ void Communicator::Impl::WorkerLoop() {
     Op op;
     {
       std::unique_lock<std::mutex> lock(q_mu_);
-      q_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      q_cv_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !executing_); });
       if (queue_.empty()) return;
       op = std::move(queue_.front());
       queue_.pop_front();
+      executing_ = true;
     }
     Status s = AsyncError();
-    if (s.ok()) s = Execute(op);
+    if (s.ok()) s = Execute(op.items);
     if (!s.ok()) Fail(s);
     op.state->Complete(s);
     {
       std::lock_guard<std::mutex> lock(q_mu_);
+      executing_ = false;
       ++completed_;
     }
     q_cv_.notify_all();
   }
 }
 
-Status Communicator::Impl::Execute(const Op& op) {
+Status Communicator::Impl::IssueBlocking(const CollArgs& args) {
+  Status v = Validate(args);
+  if (!v.ok()) {
+    LOOM_WARN(log::kColl, "rank %d: %s", rank, v.message().c_str());
+    return v;
+  }
+  if (GroupDepth() > 0) {
+    GroupAdd(this, args);
+    return Status::Ok();
+  }
+  {
+    std::unique_lock<std::mutex> lock(q_mu_);
+    if (finalized_ || !queue_.empty() || executing_) {
+      lock.unlock();
+      return Submit({args}).Wait();
+    }
+    // Nothing queued or running: run on the caller's thread, saving two
+    // thread hand-offs (most of a small message's latency).
+    executing_ = true;
+    ++issued_;
+  }
+  Status s = AsyncError();
+  if (s.ok()) s = Execute({args});
+  if (!s.ok()) Fail(s);
+  {
+    std::lock_guard<std::mutex> lock(q_mu_);
+    executing_ = false;
+    ++completed_;
+  }
+  q_cv_.notify_all();
+  return s;
+}
+
+Status Communicator::Impl::Execute(const std::vector<CollArgs>& items) {
   const Deadline deadline = OpDeadline();
   // Send/Recv of one batch progress together; anything else runs in order.
   std::vector<Transfer> p2p;
-  std::vector<size_t> p2p_items;
-  for (const CollArgs& a : op.items) {
+  for (const CollArgs& a : items) {
     if (a.kind == OpKind::kSendRecv) continue;
     LOOM_TRY(RunOne(a, deadline));
   }
   // Sends to self match receives from self in issue order: a local copy.
   std::vector<CollArgs> sr, self_sends, self_recvs;
-  for (const CollArgs& a : op.items) {
+  for (const CollArgs& a : items) {
     if (a.kind != OpKind::kSendRecv) continue;
     if (a.root != rank) {
       sr.push_back(a);
@@ -217,9 +256,10 @@ Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
   }
   LOOM_TRACE(log::kTuning, "%s %zu bytes on %d ranks: %s (predicted %.1f us)", OpKindName(a.kind),
              bytes, size, AlgoName(c.algo), c.predicted_us);
-  return RunAlgorithm(*engine_, rank, c.algo, a, scratch_, deadline)
-      .WithContext(std::string(OpKindName(a.kind)) + " on rank " + std::to_string(rank) + " (" +
-                   host + ")");
+  Status s = RunAlgorithm(*engine_, rank, c.algo, a, scratch_, deadline);
+  if (s.ok()) return s;
+  return s.WithContext(std::string(OpKindName(a.kind)) + " on rank " + std::to_string(rank) + " (" +
+                       host + ")");
 }
 
 void Communicator::Impl::Fail(const Status& s) {
@@ -271,11 +311,11 @@ Status Communicator::Impl::Finalize() {
     if (finalized_) return s;
     finalized_ = true;
   }
-  if (s.ok() && store_) {
-    // Everyone is done before anyone says goodbye: a peer still receiving
-    // our last bytes must not see us vanish.
-    s = store_->Barrier("finalize", OpDeadline());
-  }
+  // Not a collective (NCCL's destroy is not either: one thread may destroy
+  // the communicators of ncclCommInitAll one after the other). Peers still
+  // read our last bytes after we leave: shm FIFOs stay mapped on their side,
+  // TCP delivers before the close, and the goodbye keeps the store from
+  // reporting us as vanished.
   if (store_) store_->Bye();
   return s;
 }
@@ -309,6 +349,11 @@ Result<std::unique_ptr<Communicator>> Communicator::CreateFromEnv(const CommConf
     return InvalidUsage("no launcher environment found (LOOM_RANK/LOOM_WORLD_SIZE/LOOM_ROOT, "
                         "RANK/WORLD_SIZE/MASTER_ADDR, OMPI_COMM_WORLD_*, SLURM_PROCID, PMI_RANK); "
                         "start the program with `loom run -np N -- prog` or pass rank and size");
+  }
+  if (env->size == 1 && env->root_port == 0) {
+    // A job of one needs no agreed address: serve a private store.
+    LOOM_ASSIGN_OR_RETURN(UniqueId id, internal::CreateUniqueIdOn("127.0.0.1"));
+    return Create(id, 0, 1, config);
   }
   if (env->rank == 0) LOOM_TRY(internal::HostStoreForEnv(*env));
   LOOM_ASSIGN_OR_RETURN(auto impl, Impl::Create(env->root_host, env->root_port, env->secret,
@@ -372,30 +417,32 @@ Work Communicator::BarrierAsync() {
 }
 
 Status Communicator::AllReduce(const void* s, void* r, size_t n, DataType t, RedOp op) {
-  return AllReduceAsync(s, r, n, t, op).Wait();
+  return impl_->IssueBlocking(Args(OpKind::kAllReduce, s, r, n, t, op));
 }
 Status Communicator::ReduceScatter(const void* s, void* r, size_t n, DataType t, RedOp op) {
-  return ReduceScatterAsync(s, r, n, t, op).Wait();
+  return impl_->IssueBlocking(Args(OpKind::kReduceScatter, s, r, n, t, op));
 }
 Status Communicator::AllGather(const void* s, void* r, size_t n, DataType t) {
-  return AllGatherAsync(s, r, n, t).Wait();
+  return impl_->IssueBlocking(Args(OpKind::kAllGather, s, r, n, t));
 }
 Status Communicator::Broadcast(const void* s, void* r, size_t n, DataType t, int root) {
-  return BroadcastAsync(s, r, n, t, root).Wait();
+  return impl_->IssueBlocking(Args(OpKind::kBroadcast, s, r, n, t, RedOp::kSum, root));
 }
 Status Communicator::Reduce(const void* s, void* r, size_t n, DataType t, RedOp op, int root) {
-  return ReduceAsync(s, r, n, t, op, root).Wait();
+  return impl_->IssueBlocking(Args(OpKind::kReduce, s, r, n, t, op, root));
 }
 Status Communicator::AllToAll(const void* s, void* r, size_t n, DataType t) {
-  return AllToAllAsync(s, r, n, t).Wait();
+  return impl_->IssueBlocking(Args(OpKind::kAllToAll, s, r, n, t));
 }
 Status Communicator::Send(const void* buf, size_t n, DataType t, int peer) {
-  return SendAsync(buf, n, t, peer).Wait();
+  return impl_->IssueBlocking(Args(OpKind::kSendRecv, buf, nullptr, n, t, RedOp::kSum, peer));
 }
 Status Communicator::Recv(void* buf, size_t n, DataType t, int peer) {
-  return RecvAsync(buf, n, t, peer).Wait();
+  return impl_->IssueBlocking(Args(OpKind::kSendRecv, nullptr, buf, n, t, RedOp::kSum, peer));
 }
-Status Communicator::Barrier() { return BarrierAsync().Wait(); }
+Status Communicator::Barrier() {
+  return impl_->IssueBlocking(Args(OpKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8));
+}
 
 const char* Version() { return LOOM_VERSION_STRING; }
 int VersionCode() {

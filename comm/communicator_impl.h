@@ -53,6 +53,9 @@ class Communicator::Impl {
                                               const CommConfig& config);
 
   Work Issue(CollArgs args);            // validates, then queues (or adds to the open group)
+  // Validates, then runs on the calling thread when nothing is queued or
+  // running (else queues and waits): the blocking forms.
+  Status IssueBlocking(const CollArgs& args);
   Work Submit(std::vector<CollArgs> items);  // queues a batch now
   Status Drain(Deadline deadline);      // waits until every issued op completed
   Status Finalize();
@@ -70,7 +73,7 @@ class Communicator::Impl {
   friend class Communicator;
   Status Validate(const CollArgs& a) const;
   void WorkerLoop();
-  Status Execute(const Op& op);
+  Status Execute(const std::vector<CollArgs>& items);
   Status RunOne(const CollArgs& a, Deadline deadline);
   Deadline OpDeadline() const;
   void Fail(const Status& s);
@@ -95,6 +98,7 @@ class Communicator::Impl {
   std::deque<Op> queue_;
   uint64_t issued_ = 0, completed_ = 0;
   bool stopping_ = false;
+  bool executing_ = false;  // an op runs (worker or inline caller): one at a time
   bool finalized_ = false;
   std::thread worker_;
 };

@@ -16,9 +16,11 @@ namespace {
 const char* const kKeyEnv[] = {"SHM_DISABLE", "P2P_DISABLE", "IB_DISABLE", "NET",
                                "BUFFSIZE",    "ALGO",        "PROTO"};
 
+// As parameter lookup reads them: LOOM_ before NCCL_, empty means unset.
 std::string EnvValue(const char* name) {
   for (const char* prefix : {"LOOM_", "NCCL_"}) {
-    if (const char* v = std::getenv((std::string(prefix) + name).c_str())) return v;
+    const char* v = std::getenv((std::string(prefix) + name).c_str());
+    if (v != nullptr && *v != '\0') return v;
   }
   return "(unset)";
 }

@@ -149,8 +149,9 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
       shm_peers.push_back(p);
     } else {
       if (local) {
-        LOOM_INFO(log::kInit | log::kShm, "%s: rank %d is on this host but NCCL_SHM_DISABLE=1: "
-                  "using sockets", who.c_str(), p);
+        LOOM_INFO(log::kInit | log::kShm, "%s: rank %d is on this host but shared memory is "
+                  "disabled (%s): using sockets", who.c_str(), p,
+                  params::kShmDisable.Lookup().source.c_str());
       }
       tcp_peers.push_back(p);
     }

@@ -26,4 +26,8 @@ int PerfMain(int argc, char** argv);
 // `loom info [--params]`: version, build options, parameters (tools/info/info_main.cc).
 int InfoMain(int argc, char** argv);
 
+// `loom topo [--file F] [--json|--dot|--dump|--simulate]`: host topology,
+// path matrix, NICs and algorithm choice (tools/topo/topo_main.cc).
+int TopoMain(int argc, char** argv);
+
 }  // namespace loom::tools

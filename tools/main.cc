@@ -17,6 +17,7 @@ constexpr Command kCommands[] = {
     {"run", "start N ranks of a program on this host, like mpirun -np N", loom::tools::RunMain},
     {"perf", "collective bandwidth test, nccl-tests flags and columns", loom::tools::PerfMain},
     {"info", "version, build options and every parameter with its value", loom::tools::InfoMain},
+    {"topo", "host topology, GPU/NIC path matrix and algorithm choice", loom::tools::TopoMain},
 };
 
 const Command* FindCommand(std::string_view name) {

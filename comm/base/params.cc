@@ -186,17 +186,13 @@ const StringParam kSocketIfname("SOCKET_IFNAME", "", true,
 const StringParam kSocketFamily("SOCKET_FAMILY", "", true,
     "Address family for TCP: AF_INET or AF_INET6; empty = either");
 const IntParam kSocketNthreads("SOCKET_NTHREADS", "1", true,
-    "Helper threads per TCP connection");
+    "With NSOCKS_PERTHREAD: TCP sockets per peer = product (loom drives them from one thread)");
 const IntParam kNsocksPerthread("NSOCKS_PERTHREAD", "1", true,
-    "Sockets each TCP helper thread drives");
+    "With SOCKET_NTHREADS: TCP sockets per peer = product; messages are striped across them");
 const BoolParam kShmDisable("SHM_DISABLE", "0", true,
     "Do not use the shared-memory transport between ranks on one host");
-const BoolParam kP2pDisable("P2P_DISABLE", "0", true,
-    "Do not use direct GPU-to-GPU (CUDA IPC) transfers");
 const IntParam kBuffsize("BUFFSIZE", "4194304", true,
-    "Bytes of each per-peer shared-memory FIFO and staging buffer");
-const IntParam kChunkSize("CHUNK_SIZE", "0", false,
-    "Bytes per pipeline slice of a collective; 0 = chosen automatically");
+    "Bytes of each per-peer, per-direction shared-memory FIFO");
 const StringParam kAlgo("ALGO", "", true,
     "Force or exclude algorithms, NCCL_ALGO grammar (e.g. Ring, ^Tree, allreduce:ring)");
 const IntParam kSpinUs("SPIN_US", "50", false,
@@ -211,9 +207,9 @@ const StringParam kDebugFile("DEBUG_FILE", "", true,
 
 const std::vector<const Param*>& All() {
   static const std::vector<const Param*> all = {
-      &kTimeoutMs,  &kSocketIfname, &kSocketFamily, &kSocketNthreads, &kNsocksPerthread,
-      &kShmDisable, &kP2pDisable,   &kBuffsize,     &kChunkSize,      &kAlgo,
-      &kSpinUs,     &kDebug,        &kDebugSubsys,  &kDebugFile,
+      &kTimeoutMs, &kSocketIfname, &kSocketFamily, &kSocketNthreads, &kNsocksPerthread,
+      &kShmDisable, &kBuffsize,    &kAlgo,         &kSpinUs,         &kDebug,
+      &kDebugSubsys, &kDebugFile,
   };
   return all;
 }

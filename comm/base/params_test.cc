@@ -102,9 +102,7 @@ TEST_F(ParamsTest, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(params::kSocketNthreads.Get(), 1);
   EXPECT_EQ(params::kNsocksPerthread.Get(), 1);
   EXPECT_FALSE(params::kShmDisable.Get());
-  EXPECT_FALSE(params::kP2pDisable.Get());
   EXPECT_EQ(params::kBuffsize.Get(), 4194304);
-  EXPECT_EQ(params::kChunkSize.Get(), 0);
   EXPECT_EQ(params::kAlgo.Get(), "");
   EXPECT_EQ(params::kSpinUs.Get(), 50);
   EXPECT_EQ(params::kDebugSubsys.Get(), "INIT,BOOTSTRAP,ENV");
@@ -134,7 +132,6 @@ TEST_F(ParamsTest, RegistryIsCompleteAndWellFormed) {
     }
   }
   EXPECT_FALSE(params::kTimeoutMs.nccl_twin());
-  EXPECT_FALSE(params::kChunkSize.nccl_twin());
   EXPECT_FALSE(params::kSpinUs.nccl_twin());
   EXPECT_TRUE(params::kSocketIfname.nccl_twin());
   EXPECT_TRUE(params::kBuffsize.nccl_twin());

@@ -175,6 +175,13 @@ TEST_F(NcclShim, InitAllAndOneThreadDrivingAGroup) {
       ASSERT_EQ(bufs[r][i], (kRanks - 1) * 100 + static_cast<int32_t>(i)) << "rank " << r;
     }
   }
+  // One thread destroys every rank, as NCCL programs do.
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
+TEST_F(NcclShim, AbortFreesEveryRankAtOnce) {
+  ncclComm_t comms[2];
+  ASSERT_EQ(ncclCommInitAll(comms, 2, nullptr), ncclSuccess) << LastError();
   for (ncclComm_t c : comms) EXPECT_EQ(ncclCommAbort(c), ncclSuccess);
 }
 
@@ -226,13 +233,12 @@ TEST_F(NcclShim, SplitEvenOddAndNoColor) {
   ncclComm_t comms[kRanks];
   ASSERT_EQ(ncclCommInitAll(comms, kRanks, nullptr), ncclSuccess) << LastError();
   std::vector<int> sizes(kRanks), ranks(kRanks), nulls(kRanks);
+  std::vector<ncclComm_t> halves(kRanks);
   OnEachRank(kRanks, [&](int r) {
-    ncclComm_t half = nullptr;
     // key = -r reverses the order within each half.
-    ASSERT_EQ(ncclCommSplit(comms[r], r % 2, -r, &half, nullptr), ncclSuccess) << LastError();
-    ASSERT_EQ(ncclCommCount(half, &sizes[r]), ncclSuccess);
-    ASSERT_EQ(ncclCommUserRank(half, &ranks[r]), ncclSuccess);
-    EXPECT_EQ(ncclCommDestroy(half), ncclSuccess);
+    ASSERT_EQ(ncclCommSplit(comms[r], r % 2, -r, &halves[r], nullptr), ncclSuccess) << LastError();
+    ASSERT_EQ(ncclCommCount(halves[r], &sizes[r]), ncclSuccess);
+    ASSERT_EQ(ncclCommUserRank(halves[r], &ranks[r]), ncclSuccess);
     ncclComm_t none = comms[r];  // must be overwritten
     ASSERT_EQ(ncclCommSplit(comms[r], NCCL_SPLIT_NOCOLOR, 0, &none, nullptr), ncclSuccess);
     nulls[r] = none == nullptr;
@@ -240,6 +246,9 @@ TEST_F(NcclShim, SplitEvenOddAndNoColor) {
   EXPECT_EQ(sizes, (std::vector<int>{2, 2, 2, 2}));
   EXPECT_EQ(ranks, (std::vector<int>{1, 1, 0, 0}));
   EXPECT_EQ(nulls, (std::vector<int>{1, 1, 1, 1}));
+  // Made on four threads, destroyed by one: teardown is collective, so this
+  // only returns if the shim knows the halves' ranks live together here.
+  for (ncclComm_t h : halves) EXPECT_EQ(ncclCommDestroy(h), ncclSuccess);
 
   ncclComm_t sub = nullptr;
   EXPECT_EQ(ncclCommSplit(comms[0], -3, 0, &sub, nullptr), ncclInvalidArgument);

@@ -6,9 +6,10 @@
 //   until every rank has joined, the fingerprints matched and every peer
 //   connection is up, or fails with a Status naming the rank that was missing
 //   or different.
-// - Operations on one communicator execute in the order they were issued, on
-//   one background thread per communicator. Every rank must issue the same
-//   collectives in the same order (as with NCCL and MPI).
+// - Operations on one communicator execute one at a time in the order they
+//   were issued: non-blocking ones on the communicator's background thread,
+//   blocking ones on the caller's thread when nothing else is pending. Every
+//   rank must issue the same collectives in the same order (as NCCL and MPI).
 // - Buffers are host memory here (device buffers: see the CUDA path). The
 //   caller owns every buffer and must keep it alive and untouched until the
 //   operation completes: the blocking form returns, or Work::Wait/Test reports
