@@ -13,8 +13,9 @@ namespace {
 
 // Settings that change the wire protocol or the transport choice: a rank
 // that differs would hang or fail obscurely later (FAILURE_MODES rows 6, 13).
-const char* const kKeyEnv[] = {"SHM_DISABLE", "P2P_DISABLE", "IB_DISABLE", "NET",
-                               "BUFFSIZE",    "ALGO",        "PROTO"};
+const char* const kKeyEnv[] = {"SHM_DISABLE", "IB_DISABLE",      "NET",
+                               "BUFFSIZE",    "SOCKET_NTHREADS", "NSOCKS_PERTHREAD",
+                               "ALGO",        "PROTO"};
 
 // As parameter lookup reads them: LOOM_ before NCCL_, empty means unset.
 std::string EnvValue(const char* name) {

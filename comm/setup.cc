@@ -183,8 +183,11 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   if (!tcp_peers.empty()) {
     std::vector<std::string> addrs;
     for (auto& p : peers) addrs.push_back(p.tcp_address);
-    LOOM_ASSIGN_OR_RETURN(auto tcp_conns,
-                          impl->tcp_->Connect(rank, tcp_peers, addrs, hosts, deadline));
+    // NCCL's knobs: sockets per peer = threads x sockets per thread, at most 64.
+    const int64_t nsocks = std::clamp<int64_t>(
+        params::kSocketNthreads.Get() * params::kNsocksPerthread.Get(), 1, 64);
+    LOOM_ASSIGN_OR_RETURN(auto tcp_conns, impl->tcp_->Connect(rank, tcp_peers, addrs, hosts,
+                                                              static_cast<int>(nsocks), deadline));
     for (size_t i = 0; i < tcp_peers.size(); ++i) conns[tcp_peers[i]] = std::move(tcp_conns[i]);
   }
   if (!tcp_peers.empty()) {

@@ -247,3 +247,4 @@ TEST(Comm, SendToSelfInAGroupIsACopy) {
 
 }  // namespace
 }  // namespace loom::testing
+

@@ -29,14 +29,19 @@ std::vector<size_t> Counts() {
 struct Param {
   int ranks;
   bool tcp;
+  int sockets = 1;  // TCP sockets per peer (NCCL_NSOCKS_PERTHREAD)
 };
 
 class Conformance : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
     if (GetParam().tcp) setenv("NCCL_SHM_DISABLE", "1", 1);
+    setenv("NCCL_NSOCKS_PERTHREAD", std::to_string(GetParam().sockets).c_str(), 1);
   }
-  void TearDown() override { unsetenv("NCCL_SHM_DISABLE"); }
+  void TearDown() override {
+    unsetenv("NCCL_SHM_DISABLE");
+    unsetenv("NCCL_NSOCKS_PERTHREAD");
+  }
 };
 
 std::string Case(const char* coll, DataType t, RedOp op, size_t count, bool in_place, int rank) {
@@ -167,7 +172,9 @@ TEST_P(Conformance, EveryAllReduceAlgorithmIsCorrect) {
 }
 
 std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
-  return std::string(info.param.tcp ? "Tcp" : "Shm") + std::to_string(info.param.ranks) + "Ranks";
+  std::string name = std::string(info.param.tcp ? "Tcp" : "Shm") + std::to_string(info.param.ranks) + "Ranks";
+  if (info.param.sockets > 1) name += std::to_string(info.param.sockets) + "Sockets";
+  return name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shm, Conformance,
@@ -176,7 +183,7 @@ INSTANTIATE_TEST_SUITE_P(Shm, Conformance,
                          ParamName);
 INSTANTIATE_TEST_SUITE_P(Tcp, Conformance,
                          ::testing::Values(Param{2, true}, Param{3, true}, Param{4, true},
-                                           Param{5, true}, Param{8, true}),
+                                           Param{5, true}, Param{8, true}, Param{3, true, 3}),
                          ParamName);
 
 }  // namespace

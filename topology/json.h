@@ -54,9 +54,6 @@ class Value {
   // The member named `key` of an object, or null when absent or when this
   // is not an object.
   const Value* Find(std::string_view key) const;
-  // Appends a member to an object (which this must be); the caller keeps
-  // keys unique.
-  void Add(std::string key, Value v) { object().emplace_back(std::move(key), std::move(v)); }
 
   friend bool operator==(const Value& a, const Value& b) { return a.v_ == b.v_; }
 

@@ -13,6 +13,7 @@
 #include "collectives/reduce/reduce.h"
 #include "transports/engine.h"
 #include "transports/shm/context.h"
+#include "transports/tcp/connection.h"
 #include "transports/tcp/context.h"
 
 namespace loom {
@@ -53,9 +54,9 @@ struct Pair {
   std::atomic<bool> abort{false};
 };
 
-enum class Kind { kShm, kTcp };
+enum class Kind { kShm, kTcp, kTcpStriped };
 
-std::unique_ptr<Pair> MakePair(Kind kind, size_t fifo = 1 << 16) {
+std::unique_ptr<Pair> MakePair(Kind kind, size_t fifo = 1 << 16, int nsocks = 1) {
   auto p = std::make_unique<Pair>();
   ThreadExchange ex(2);
   static int serial = 0;
@@ -63,7 +64,9 @@ std::unique_ptr<Pair> MakePair(Kind kind, size_t fifo = 1 << 16) {
   std::vector<std::string> hosts = {"h0", "h1"};
   std::vector<int> pids = {getpid(), getpid()};
   std::vector<std::string> addrs(2);
-  if (kind == Kind::kTcp) {
+  const bool tcp = kind != Kind::kShm;
+  if (kind == Kind::kTcpStriped) nsocks = 3;
+  if (tcp) {
     for (int r = 0; r < 2; ++r) {
       auto c = TcpContext::Create("127.0.0.1", "lo", 42);
       EXPECT_TRUE(c.ok()) << c.status().ToString();
@@ -76,7 +79,7 @@ std::unique_ptr<Pair> MakePair(Kind kind, size_t fifo = 1 << 16) {
   for (int r = 0; r < 2; ++r) {
     th[r] = std::thread([&, r] {
       Deadline d = Deadline::After(std::chrono::seconds(10));
-      if (kind == Kind::kShm) {
+      if (!tcp) {
         auto c = ShmContext::Create(tag, r, fifo);
         ASSERT_TRUE(c.ok()) << c.status().ToString();
         p->shm[r] = std::move(c).value();
@@ -84,7 +87,7 @@ std::unique_ptr<Pair> MakePair(Kind kind, size_t fifo = 1 << 16) {
         ASSERT_TRUE(cs.ok()) << cs.status().ToString();
         conns[r] = std::move(cs).value();
       } else {
-        auto cs = p->tcp[r]->Connect(r, {1 - r}, addrs, hosts, d);
+        auto cs = p->tcp[r]->Connect(r, {1 - r}, addrs, hosts, nsocks, d);
         ASSERT_TRUE(cs.ok()) << cs.status().ToString();
         conns[r] = std::move(cs).value();
       }
@@ -240,8 +243,42 @@ TEST_P(TransportTest, AbortWakesASleepingWait) {
   EXPECT_EQ(s.code(), Code::kRemoteError) << s.ToString();
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, TransportTest, ::testing::Values(Kind::kShm, Kind::kTcp),
-                         [](const auto& info) { return info.param == Kind::kShm ? "Shm" : "Tcp"; });
+INSTANTIATE_TEST_SUITE_P(Backends, TransportTest,
+                         ::testing::Values(Kind::kShm, Kind::kTcp, Kind::kTcpStriped),
+                         [](const auto& info) {
+                           switch (info.param) {
+                             case Kind::kShm: return "Shm";
+                             case Kind::kTcp: return "Tcp";
+                             case Kind::kTcpStriped: return "TcpThreeSockets";
+                           }
+                           return "?";
+                         });
+
+TEST(TcpTransport, StripingCoversEveryByteOnce) {
+  const size_t U = TcpConnection::kStripeBytes;
+  for (int n : {1, 2, 3, 4, 7}) {
+    for (size_t bytes : {size_t{0}, size_t{1}, U - 1, U, U + 1, 3 * U, 5 * U + 17, 11 * U + U / 2}) {
+      std::vector<int> hits(bytes, 0);
+      size_t total = 0;
+      for (int s = 0; s < n; ++s) {
+        size_t share = TcpConnection::Share(bytes, s, n);
+        total += share;
+        size_t last = 0;
+        for (size_t i = 0; i < share; ++i) {
+          size_t g = TcpConnection::MessageOffset(i, s, n);
+          ASSERT_LT(g, bytes);
+          if (i > 0) {
+            ASSERT_GT(g, last);  // each socket's share is in message order
+          }
+          last = g;
+          ++hits[g];
+        }
+      }
+      EXPECT_EQ(total, bytes);
+      for (size_t g = 0; g < bytes; ++g) ASSERT_EQ(hits[g], 1) << "n=" << n << " byte " << g;
+    }
+  }
+}
 
 TEST(TcpTransport, ClosedPeerIsARemoteErrorNamingIt) {
   auto p = MakePair(Kind::kTcp);

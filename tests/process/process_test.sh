@@ -57,6 +57,21 @@ no_shm_leak)
   after=$(ls /dev/shm | grep -c loom || true)
   [ "$after" -le "$before" ] || fail "segments left in /dev/shm: $(ls /dev/shm | grep loom)"
   ;;
+ipv6)
+  # NCCL never uses ::1, so give loopback a routable IPv6 address inside a
+  # private network namespace and force sockets over AF_INET6.
+  command -v unshare >/dev/null || { echo "SKIP: no unshare"; exit 0; }
+  unshare -n bash -c '
+    ip link set lo up && ip addr add fd00:77::1/64 dev lo nodad || exit 99
+    NCCL_SOCKET_FAMILY=AF_INET6 NCCL_SHM_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET \
+      "$0" run -np 3 -- "$0" perf all_reduce -b 8 -e 1M -f 32' "$LOOM" >"$tmp/out" 2>&1
+  rc=$?
+  [ $rc -eq 99 ] && { echo "SKIP: cannot configure a network namespace"; exit 0; }
+  [ $rc -eq 0 ] || fail "IPv6 run exited $rc"
+  grep -q "Out of bounds values : 0 OK" "$tmp/out" || fail "no OK line"
+  grep -q "via NET/Socket/lo" "$tmp/out" || fail "not over sockets"
+  grep -q "Using \[0\]lo:\[fd00:77::1\]" "$tmp/out" || fail "not over IPv6"
+  ;;
 *)
   echo "unknown case $CASE"; exit 2 ;;
 esac

@@ -1,5 +1,7 @@
-// TcpConnection: header + payload per message on a non-blocking socket;
-// receives that reduce go through a persistent bounce buffer.
+// TcpConnection: header on socket 0, payload striped over the sockets in
+// kStripeBytes units; each socket walks the posted transfers in order, so
+// its byte stream matches the peer's. Receives that reduce go through a
+// per-socket bounce buffer.
 #include "transports/tcp/connection.h"
 
 #include <fcntl.h>
@@ -15,29 +17,50 @@
 namespace loom {
 
 namespace {
+
 constexpr size_t kBounceBytes = 1 << 20;
+constexpr size_t U = TcpConnection::kStripeBytes;
+
+bool WouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
+
+}  // namespace
+
+size_t TcpConnection::Share(size_t bytes, int s, int n) {
+  const size_t full = bytes / U, rem = bytes % U;
+  size_t units = full / n + (static_cast<size_t>(s) < full % n ? 1 : 0);
+  size_t share = units * U;
+  if (rem > 0 && full % n == static_cast<size_t>(s)) share += rem;
+  return share;
 }
 
-TcpConnection::TcpConnection(int peer, std::string peer_host, std::string via, int fd)
-    : peer_(peer), peer_host_(std::move(peer_host)), via_(std::move(via)), fd_(fd) {
-  int flags = fcntl(fd_, F_GETFL, 0);
-  fcntl(fd_, F_SETFL, flags | O_NONBLOCK);
-  int one = 1;
-  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+size_t TcpConnection::MessageOffset(size_t local, int s, int n) {
+  return ((local / U) * n + s) * U + local % U;
+}
+
+TcpConnection::TcpConnection(int peer, std::string peer_host, std::string via,
+                             std::vector<int> fds)
+    : peer_(peer), peer_host_(std::move(peer_host)), via_(std::move(via)) {
+  for (int fd : fds) {
+    int flags = fcntl(fd, F_GETFL, 0);
+    fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    socks_.push_back(Socket{fd, {}, 0});
+  }
 }
 
 TcpConnection::~TcpConnection() {
-  if (fd_ >= 0) close(fd_);
+  for (Socket& s : socks_) close(s.fd);
 }
 
 void TcpConnection::PostSend(Transfer* t) {
   t->seq = send_seq_++;
-  sends_.push_back(t);
+  sends_.push_back(Posted{t, std::vector<size_t>(socks_.size(), 0)});
 }
 
 void TcpConnection::PostRecv(Transfer* t) {
   t->seq = recv_seq_++;
-  recvs_.push_back(t);
+  recvs_.push_back(Posted{t, std::vector<size_t>(socks_.size(), 0)});
 }
 
 std::string TcpConnection::Describe() const {
@@ -52,136 +75,204 @@ Status TcpConnection::PeerError(const char* what, int err) const {
   return SystemError(std::string(what) + " with " + Describe(), err);
 }
 
-void TcpConnection::AppendPollFds(std::vector<pollfd>* fds) const {
-  short events = 0;
-  if (!recvs_.empty()) events |= POLLIN;
-  if (!sends_.empty()) {
-    const Transfer* t = sends_.front();
-    // A send waiting on its gate waits for local progress, not the socket.
-    if (send_hdr_off_ < sizeof(MessageHeader) || t->Allowed() > t->done) events |= POLLOUT;
-  }
-  if (events != 0) fds->push_back(pollfd{fd_, events, 0});
+// Does socket s still have bytes of p to move?
+bool TcpConnection::Pending(const Posted& p, int s) const {
+  return p.moved[s] < Share(p.t->bytes, s, nsocks());
 }
 
-Result<bool> TcpConnection::ProgressSend() {
+void TcpConnection::AppendPollFds(std::vector<pollfd>* fds) const {
+  for (int s = 0; s < nsocks(); ++s) {
+    short events = 0;
+    for (const Posted& p : recvs_) {
+      if ((s == 0 && !p.t->header_done) || Pending(p, s)) {
+        events |= POLLIN;
+        break;
+      }
+    }
+    for (const Posted& p : sends_) {
+      if (s == 0 && !p.t->header_done) {
+        events |= POLLOUT;
+        break;
+      }
+      if (!Pending(p, s)) continue;
+      // A send waiting on its gate waits for local progress, not the socket.
+      if (MessageOffset(p.moved[s], s, nsocks()) < p.t->Allowed()) events |= POLLOUT;
+      break;
+    }
+    if (events != 0) fds->push_back(pollfd{socks_[s].fd, events, 0});
+  }
+}
+
+Result<bool> TcpConnection::SendHeader(Transfer* t) {
+  if (send_hdr_off_ == 0) {
+    send_hdr_ = MessageHeader{t->bytes, t->seq, static_cast<uint8_t>(t->kind), kHeaderMagic, 0};
+  }
   bool moved = false;
-  while (!sends_.empty()) {
-    Transfer* t = sends_.front();
-    if (send_hdr_off_ == 0 && !t->header_done) {
-      send_hdr_ = MessageHeader{t->bytes, t->seq, static_cast<uint8_t>(t->kind), kHeaderMagic, 0};
+  while (send_hdr_off_ < sizeof(MessageHeader)) {
+    ssize_t n = ::send(socks_[0].fd, reinterpret_cast<const char*>(&send_hdr_) + send_hdr_off_,
+                       sizeof(MessageHeader) - send_hdr_off_, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (WouldBlock(errno)) return moved;
+      if (errno == EINTR) continue;
+      return PeerError("send", errno);
     }
-    while (send_hdr_off_ < sizeof(MessageHeader)) {
-      ssize_t n = ::send(fd_, reinterpret_cast<const char*>(&send_hdr_) + send_hdr_off_,
-                         sizeof(MessageHeader) - send_hdr_off_, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return moved;
-        if (errno == EINTR) continue;
-        return PeerError("send", errno);
-      }
-      send_hdr_off_ += static_cast<size_t>(n);
-      moved = true;
+    send_hdr_off_ += static_cast<size_t>(n);
+    moved = true;
+  }
+  send_hdr_off_ = 0;
+  t->header_done = true;
+  return moved;
+}
+
+Result<bool> TcpConnection::RecvHeader(Transfer* t) {
+  bool moved = false;
+  while (recv_hdr_off_ < sizeof(MessageHeader)) {
+    ssize_t n = ::recv(socks_[0].fd, reinterpret_cast<char*>(&recv_hdr_) + recv_hdr_off_,
+                       sizeof(MessageHeader) - recv_hdr_off_, MSG_DONTWAIT);
+    if (n == 0) return PeerError("receive", 0);
+    if (n < 0) {
+      if (WouldBlock(errno)) return moved;
+      if (errno == EINTR) continue;
+      return PeerError("receive", errno);
     }
-    t->header_done = true;
-    const size_t allowed = t->Allowed();
-    while (t->done < allowed) {
-      ssize_t n = ::send(fd_, static_cast<const char*>(t->src) + t->done, allowed - t->done,
+    recv_hdr_off_ += static_cast<size_t>(n);
+    moved = true;
+  }
+  recv_hdr_off_ = 0;
+  LOOM_TRY(CheckHeader(recv_hdr_, *t, Describe()));
+  t->header_done = true;
+  return true;
+}
+
+// Socket s moves its share of each posted send in order; it stops at the
+// first transfer it cannot finish (socket full, or gated).
+Result<bool> TcpConnection::SendOn(int s) {
+  bool moved = false;
+  const int n = nsocks();
+  for (Posted& p : sends_) {
+    Transfer* t = p.t;
+    if (s == 0 && !t->header_done) {
+      LOOM_ASSIGN_OR_RETURN(bool m, SendHeader(t));
+      moved |= m;
+      if (!t->header_done) return moved;
+    }
+    const size_t share = Share(t->bytes, s, n);
+    while (p.moved[s] < share) {
+      const size_t g = MessageOffset(p.moved[s], s, n);
+      const size_t unit_end = std::min(t->bytes, (g / U + 1) * U);
+      const size_t limit = std::min(unit_end, t->Allowed());
+      if (g >= limit) return moved;  // gated
+      ssize_t r = ::send(socks_[s].fd, static_cast<const char*>(t->src) + g, limit - g,
                          MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return moved;
+      if (r < 0) {
+        if (WouldBlock(errno)) return moved;
         if (errno == EINTR) continue;
         return PeerError("send", errno);
       }
-      t->done += static_cast<size_t>(n);
+      p.moved[s] += static_cast<size_t>(r);
       moved = true;
     }
-    if (t->done < t->bytes) return moved;
-    send_hdr_off_ = 0;
-    sends_.pop_front();
   }
   return moved;
 }
 
-Result<bool> TcpConnection::ProgressRecv() {
+Result<bool> TcpConnection::RecvOn(int s) {
   bool moved = false;
-  while (!recvs_.empty()) {
-    Transfer* t = recvs_.front();
-    while (!t->header_done) {
-      ssize_t n = ::recv(fd_, reinterpret_cast<char*>(&recv_hdr_) + recv_hdr_off_,
-                         sizeof(MessageHeader) - recv_hdr_off_, MSG_DONTWAIT);
-      if (n == 0) return PeerError("receive", 0);
-      if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return moved;
+  const int n = nsocks();
+  Socket& sock = socks_[s];
+  for (Posted& p : recvs_) {
+    Transfer* t = p.t;
+    if (!t->header_done) {
+      // Payload is placed only after socket 0 has checked the header.
+      if (s != 0) return moved;
+      LOOM_ASSIGN_OR_RETURN(bool m, RecvHeader(t));
+      moved |= m;
+      if (!t->header_done) return moved;
+    }
+    const size_t share = Share(t->bytes, s, n);
+    if (t->reduce_with == nullptr) {
+      while (p.moved[s] < share) {
+        const size_t g = MessageOffset(p.moved[s], s, n);
+        const size_t limit = std::min({t->bytes, (g / U + 1) * U, t->Allowed()});
+        if (g >= limit) return moved;
+        ssize_t r = ::recv(sock.fd, static_cast<char*>(t->dst) + g, limit - g, MSG_DONTWAIT);
+        if (r == 0) return PeerError("receive", 0);
+        if (r < 0) {
+          if (WouldBlock(errno)) return moved;
+          if (errno == EINTR) continue;
+          return PeerError("receive", errno);
+        }
+        p.moved[s] += static_cast<size_t>(r);
+        moved = true;
+      }
+      continue;
+    }
+    if (sock.bounce.empty()) sock.bounce.resize(kBounceBytes);
+    const size_t es = SizeOf(t->type);
+    while (p.moved[s] < share) {
+      // Reduce what has arrived, one unit at a time, as far as the gate allows.
+      const size_t g = MessageOffset(p.moved[s], s, n);
+      const size_t limit = std::min({t->bytes, (g / U + 1) * U, t->Allowed()});
+      size_t usable = g < limit ? std::min(sock.bounce_fill, limit - g) : 0;
+      usable -= usable % es;
+      if (usable > 0) {
+        t->reduce(static_cast<char*>(t->dst) + g, static_cast<const char*>(t->reduce_with) + g,
+                  sock.bounce.data(), usable / es, t->type, t->op);
+        p.moved[s] += usable;
+        sock.bounce_fill -= usable;
+        std::memmove(sock.bounce.data(), sock.bounce.data() + usable, sock.bounce_fill);
+        moved = true;
+        continue;
+      }
+      const size_t want =
+          std::min(sock.bounce.size() - sock.bounce_fill, share - p.moved[s] - sock.bounce_fill);
+      if (want == 0) return moved;  // gated with a full bounce buffer
+      ssize_t r = ::recv(sock.fd, sock.bounce.data() + sock.bounce_fill, want, MSG_DONTWAIT);
+      if (r == 0) return PeerError("receive", 0);
+      if (r < 0) {
+        if (WouldBlock(errno)) return moved;
         if (errno == EINTR) continue;
         return PeerError("receive", errno);
       }
-      recv_hdr_off_ += static_cast<size_t>(n);
+      sock.bounce_fill += static_cast<size_t>(r);
       moved = true;
-      if (recv_hdr_off_ == sizeof(MessageHeader)) {
-        LOOM_TRY(CheckHeader(recv_hdr_, *t, Describe()));
-        t->header_done = true;
-        recv_hdr_off_ = 0;
-      }
     }
-    if (t->reduce_with == nullptr) {
-      const size_t allowed = t->Allowed();
-      while (t->done < allowed) {
-        ssize_t n = ::recv(fd_, static_cast<char*>(t->dst) + t->done, allowed - t->done,
-                           MSG_DONTWAIT);
-        if (n == 0) return PeerError("receive", 0);
-        if (n < 0) {
-          if (errno == EAGAIN || errno == EWOULDBLOCK) return moved;
-          if (errno == EINTR) continue;
-          return PeerError("receive", errno);
-        }
-        t->done += static_cast<size_t>(n);
-        moved = true;
-      }
-    } else {
-      if (bounce_.empty()) bounce_.resize(kBounceBytes);
-      const size_t esize = SizeOf(t->type);
-      for (;;) {
-        // Reduce what the gate allows out of the bounce buffer first.
-        size_t usable = std::min(bounce_fill_, t->Allowed() - t->done);
-        usable -= usable % esize;
-        if (usable > 0) {
-          t->reduce(static_cast<char*>(t->dst) + t->done,
-                    static_cast<const char*>(t->reduce_with) + t->done, bounce_.data(),
-                    usable / esize, t->type, t->op);
-          t->done += usable;
-          bounce_fill_ -= usable;
-          std::memmove(bounce_.data(), bounce_.data() + usable, bounce_fill_);
-          moved = true;
-        }
-        size_t want = std::min(bounce_.size() - bounce_fill_, t->bytes - t->done - bounce_fill_);
-        if (want == 0) break;
-        ssize_t n = ::recv(fd_, bounce_.data() + bounce_fill_, want, MSG_DONTWAIT);
-        if (n == 0) return PeerError("receive", 0);
-        if (n < 0) {
-          if (errno == EAGAIN || errno == EWOULDBLOCK) return moved;
-          if (errno == EINTR) continue;
-          return PeerError("receive", errno);
-        }
-        bounce_fill_ += static_cast<size_t>(n);
-        moved = true;
-      }
-    }
-    if (t->done < t->bytes) return moved;
-    recvs_.pop_front();
   }
   return moved;
+}
+
+void TcpConnection::Settle(std::deque<Posted>* q) {
+  const int n = nsocks();
+  for (Posted& p : *q) {
+    size_t done = p.t->bytes;
+    for (int s = 0; s < n; ++s) {
+      if (Pending(p, s)) done = std::min(done, MessageOffset(p.moved[s], s, n));
+    }
+    p.t->done = done;
+  }
+  while (!q->empty() && q->front().t->header_done && q->front().t->done == q->front().t->bytes) {
+    q->pop_front();
+  }
 }
 
 Result<bool> TcpConnection::Progress() {
   bool moved = false;
-  if (!recvs_.empty()) {
-    LOOM_ASSIGN_OR_RETURN(bool r, ProgressRecv());
-    moved |= r;
+  for (int s = 0; s < nsocks(); ++s) {
+    if (!recvs_.empty()) {
+      LOOM_ASSIGN_OR_RETURN(bool r, RecvOn(s));
+      moved |= r;
+    }
   }
-  if (!sends_.empty()) {
-    LOOM_ASSIGN_OR_RETURN(bool s, ProgressSend());
-    moved |= s;
+  if (moved) Settle(&recvs_);
+  bool sent = false;
+  for (int s = 0; s < nsocks(); ++s) {
+    if (!sends_.empty()) {
+      LOOM_ASSIGN_OR_RETURN(bool m, SendOn(s));
+      sent |= m;
+    }
   }
-  return moved;
+  if (sent) Settle(&sends_);
+  return moved || sent;
 }
 
 }  // namespace loom

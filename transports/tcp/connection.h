@@ -1,5 +1,7 @@
-// TcpConnection: one non-blocking TCP socket to a peer, carrying the
-// messages of both directions.
+// TcpConnection: one or more non-blocking TCP sockets to a peer, carrying
+// the messages of both directions. With several sockets (NCCL_SOCKET_NTHREADS
+// x NCCL_NSOCKS_PERTHREAD), a message is cut into kStripeBytes units dealt
+// round-robin over the sockets; socket 0 also carries every header.
 #pragma once
 
 #include <deque>
@@ -12,9 +14,12 @@ namespace loom {
 
 class TcpConnection final : public Connection {
  public:
-  // Takes ownership of `fd` (connected, any blocking mode). `via` names the
-  // local interface, as NCCL prints it ("NET/Socket/eth0").
-  TcpConnection(int peer, std::string peer_host, std::string via, int fd);
+  static constexpr size_t kStripeBytes = 256 << 10;
+
+  // Takes ownership of the connected `fds` (socket i of the peer pair is
+  // fds[i] on both sides). `via` names the local interface, as NCCL prints
+  // it ("NET/Socket/eth0").
+  TcpConnection(int peer, std::string peer_host, std::string via, std::vector<int> fds);
   ~TcpConnection() override;
 
   void PostSend(Transfer* t) override;
@@ -24,22 +29,41 @@ class TcpConnection final : public Connection {
   void AppendPollFds(std::vector<pollfd>* fds) const override;
   std::string Describe() const override;
 
+  // Striping arithmetic (public for tests): the bytes of a `bytes`-long
+  // message that socket s carries, and the message offset of byte `local`
+  // of socket s's share.
+  static size_t Share(size_t bytes, int s, int nsocks);
+  static size_t MessageOffset(size_t local, int s, int nsocks);
+
  private:
-  Result<bool> ProgressSend();
-  Result<bool> ProgressRecv();
+  struct Posted {
+    Transfer* t;
+    std::vector<size_t> moved;  // per socket: bytes of its share done
+  };
+  struct Socket {
+    int fd = -1;
+    std::vector<char> bounce;  // reduce-on-receive staging
+    size_t bounce_fill = 0;
+  };
+
+  Result<bool> SendOn(int s);
+  Result<bool> RecvOn(int s);
+  Result<bool> SendHeader(Transfer* t);
+  Result<bool> RecvHeader(Transfer* t);
+  // Updates t->done (the completed prefix) and pops finished transfers.
+  void Settle(std::deque<Posted>* q);
+  bool Pending(const Posted& p, int s) const;
   Status PeerError(const char* what, int err) const;
+  int nsocks() const { return static_cast<int>(socks_.size()); }
 
   int peer_;
   std::string peer_host_;
   std::string via_;
-  int fd_;
-  std::deque<Transfer*> sends_, recvs_;
+  std::vector<Socket> socks_;
+  std::deque<Posted> sends_, recvs_;
   uint32_t send_seq_ = 0, recv_seq_ = 0;
   MessageHeader send_hdr_{}, recv_hdr_{};
   size_t send_hdr_off_ = 0, recv_hdr_off_ = 0;
-  // Reduce-on-receive lands bytes here first; `bounce_fill_` bytes are valid.
-  std::vector<char> bounce_;
-  size_t bounce_fill_ = 0;
 };
 
 }  // namespace loom

@@ -1,8 +1,9 @@
 // TcpContext: Boost.Asio acceptor/connect with deadlines; a 24-byte hello
-// (magic, tag, rank) authenticates each connection before it is used.
+// (magic, tag, rank, socket index) authenticates each connection before use.
 #include "transports/tcp/context.h"
 
 #include <boost/asio.hpp>
+#include <algorithm>
 #include <map>
 
 #include "comm/base/log.h"
@@ -20,7 +21,8 @@ constexpr uint64_t kHelloMagic = 0x6c6f6f6d74637031ull;  // "loomtcp1"
 struct Hello {
   uint64_t magic;
   uint64_t tag;
-  int64_t rank;
+  int32_t rank;
+  int32_t index;  // which of the pair's sockets this is
 };
 
 Result<tcp::endpoint> ParseEndpoint(const std::string& text) {
@@ -66,6 +68,8 @@ Result<std::unique_ptr<TcpContext>> TcpContext::Create(const std::string& bind_a
     return SystemError("cannot listen on " + bind_address + " (" + ifname + "): " + ec.message() +
                        "; choose another interface with NCCL_SOCKET_IFNAME");
   }
+  LOOM_INFO(log::kInit | log::kNet, "NET/Socket : Using [0]%s:%s", ifname.c_str(),
+            ctx->address().c_str());
   return ctx;
 }
 
@@ -78,9 +82,12 @@ std::string TcpContext::address() const {
 
 Result<std::vector<std::unique_ptr<Connection>>> TcpContext::Connect(
     int rank, const std::vector<int>& peers, const std::vector<std::string>& addresses,
-    const std::vector<std::string>& hosts, Deadline deadline) {
+    const std::vector<std::string>& hosts, int nsocks, Deadline deadline) {
   Impl& im = *impl_;
-  std::map<int, int> fd_of;  // peer -> connected fd
+  std::map<int, std::vector<int>> fd_of;  // peer -> connected fds by index (-1 = not yet)
+  for (int p : peers) fd_of[p].assign(nsocks, -1);
+  int connected = 0;
+  const int wanted = static_cast<int>(peers.size()) * nsocks;
   int expected_accepts = 0;
   Status failure;
   bool finished = false;  // late handlers (cancellations) must not report errors
@@ -88,13 +95,17 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpContext::Connect(
 
   // Higher rank connects to the lower one and introduces itself.
   for (int p : peers) {
-    if (p < rank) {
-      auto ep = ParseEndpoint(addresses[p]);
-      if (!ep.ok()) return ep.status();
+    if (p > rank) {
+      expected_accepts += nsocks;
+      continue;
+    }
+    auto ep = ParseEndpoint(addresses[p]);
+    if (!ep.ok()) return ep.status();
+    for (int index = 0; index < nsocks; ++index) {
       auto sock = std::make_unique<tcp::socket>(im.io);
       tcp::socket* s = sock.get();
-      auto hello = std::make_shared<Hello>(Hello{kHelloMagic, im.tag, rank});
-      s->async_connect(ep.value(), [&, s, p, hello](const boost::system::error_code& ec) {
+      auto hello = std::make_shared<Hello>(Hello{kHelloMagic, im.tag, rank, index});
+      s->async_connect(ep.value(), [&, s, p, index, hello](const boost::system::error_code& ec) {
         if (finished) return;
         if (ec) {
           if (failure.ok()) {
@@ -106,7 +117,7 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpContext::Connect(
           return;
         }
         asio::async_write(*s, asio::buffer(hello.get(), sizeof(Hello)),
-                          [&, s, p, hello](const boost::system::error_code& ec2, size_t) {
+                          [&, s, p, index, hello](const boost::system::error_code& ec2, size_t) {
                             if (finished) return;
                             if (ec2) {
                               if (failure.ok()) {
@@ -115,12 +126,11 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpContext::Connect(
                               }
                               return;
                             }
-                            fd_of[p] = s->release();
+                            fd_of[p][index] = s->release();
+                            ++connected;
                           });
       });
       sockets.push_back(std::move(sock));
-    } else {
-      ++expected_accepts;
     }
   }
 
@@ -138,27 +148,28 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpContext::Connect(
       asio::async_read(*sock, asio::buffer(hello.get(), sizeof(Hello)),
                        [&, sock, hello](const boost::system::error_code& ec2, size_t) {
                          if (finished) return;
+                         auto it = fd_of.find(hello->rank);
                          bool valid = !ec2 && hello->magic == kHelloMagic && hello->tag == im.tag &&
-                                      hello->rank > rank &&
-                                      hello->rank < static_cast<int64_t>(addresses.size()) &&
-                                      fd_of.count(static_cast<int>(hello->rank)) == 0;
+                                      hello->rank > rank && it != fd_of.end() &&
+                                      hello->index >= 0 && hello->index < nsocks &&
+                                      it->second[hello->index] < 0;
                          if (!valid) {
                            LOOM_WARN(log::kNet,
                                      "rank %d: refused a TCP connection that is not from this "
                                      "communicator (stale job or stranger)",
                                      rank);
                          } else {
-                           fd_of[static_cast<int>(hello->rank)] = sock->release();
+                           it->second[hello->index] = sock->release();
+                           ++connected;
+                           --expected_accepts;
                          }
-                         int accepted = 0;
-                         for (auto& [p, fd] : fd_of) accepted += p > rank;
-                         if (accepted < expected_accepts) accept_one();
+                         if (expected_accepts > 0) accept_one();
                        });
     });
   };
   if (expected_accepts > 0) accept_one();
 
-  while (failure.ok() && fd_of.size() < peers.size()) {
+  while (failure.ok() && connected < wanted) {
     if (deadline.expired()) break;
     im.io.run_for(std::chrono::milliseconds(deadline.RemainingMs(100)));
     if (im.io.stopped()) im.io.restart();
@@ -170,24 +181,30 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpContext::Connect(
     if (s->is_open()) s->close(ignored);
   }
   im.io.run_for(std::chrono::milliseconds(10));  // let cancelled handlers finish
-  if (failure.ok() && fd_of.size() < peers.size()) {
+  if (failure.ok() && connected < wanted) {
     std::string missing;
     for (int p : peers) {
-      if (fd_of.count(p) == 0) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+      if (std::count(fd_of[p].begin(), fd_of[p].end(), -1) > 0) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+      }
     }
     failure = TimeoutError("TCP connections from/to rank(s) " + missing +
                            " not established before the deadline");
   }
   if (!failure.ok()) {
-    for (auto& [p, fd] : fd_of) ::close(fd);
+    for (auto& [p, fds] : fd_of) {
+      for (int fd : fds) {
+        if (fd >= 0) ::close(fd);
+      }
+    }
     return failure;
   }
   std::vector<std::unique_ptr<Connection>> conns;
   for (int p : peers) {
     conns.push_back(std::make_unique<TcpConnection>(p, hosts[p], "NET/Socket/" + im.ifname,
-                                                    fd_of[p]));
-    LOOM_INFO(log::kInit | log::kNet, "rank %d -> rank %d via NET/Socket/%s", rank, p,
-              im.ifname.c_str());
+                                                    std::move(fd_of[p])));
+    LOOM_INFO(log::kInit | log::kNet, "rank %d -> rank %d via NET/Socket/%s (%d socket%s)", rank, p,
+              im.ifname.c_str(), nsocks, nsocks > 1 ? "s" : "");
   }
   return conns;
 }

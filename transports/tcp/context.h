@@ -25,11 +25,12 @@ class TcpContext {
   std::string address() const;
 
   // Collective over the ranks that have TCP peers. `addresses[p]` is what
-  // rank p published. Returns connections indexed like `peers`.
+  // rank p published; `nsocks` sockets per peer (the same on every rank).
+  // Returns connections indexed like `peers`.
   Result<std::vector<std::unique_ptr<Connection>>> Connect(int rank, const std::vector<int>& peers,
                                                            const std::vector<std::string>& addresses,
                                                            const std::vector<std::string>& hosts,
-                                                           Deadline deadline);
+                                                           int nsocks, Deadline deadline);
 
  private:
   TcpContext() = default;
