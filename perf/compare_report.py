@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Reads the tables compare.sh wrote and prints medians and ratios.
+
+Anchor tables: '# op size count type time(us) algbw busbw #wrong'.
+loom perf tables: nccl-tests columns; the out-of-place time and busbw are used.
+"""
+import csv
+import glob
+import os
+import statistics
+import sys
+
+LOOM_OPS = {"all_reduce": "allreduce", "reduce_scatter": "reduce_scatter", "all_gather": "allgather"}
+
+
+def read_anchor(path):
+    rows = {}
+    for line in open(path, errors="replace"):
+        f = line.split()
+        if len(f) >= 8 and not line.startswith("#") and f[1].isdigit():
+            rows[(f[0], int(f[1]))] = (float(f[4]), float(f[6]), int(f[7]))
+    return rows
+
+
+def read_loom(path, op):
+    rows = {}
+    for line in open(path, errors="replace"):
+        f = line.split()
+        if len(f) >= 9 and not line.startswith("#") and f[0].isdigit():
+            rows[(op, int(f[0]))] = (float(f[5]), float(f[7]), int(f[8]))
+    return rows
+
+
+def memcpy_gbs(out):
+    vals = []
+    for path in glob.glob(os.path.join(out, "memcpy.r*.txt")):
+        for line in open(path, errors="replace"):
+            f = line.split()
+            if len(f) >= 4 and f[0] == "memcpy" and f[1] == "268435456":
+                vals.append(float(f[3]))
+    return statistics.median(vals) if vals else None
+
+
+def collect(out, impl):
+    data = {}  # (op, size) -> list of (time, busbw)
+    for path in sorted(glob.glob(os.path.join(out, f"{impl}.*.r*.txt"))):
+        op = os.path.basename(path).split(".")[1]
+        rows = read_loom(path, op) if impl == "loom" else read_anchor(path)
+        for key, (t, bw, wrong) in rows.items():
+            if wrong:
+                continue  # a wrong result is not a measurement
+            data.setdefault((key[0], key[1]), []).append((t, bw))
+    return {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v), len(v))
+            for k, v in data.items()}
+
+
+def main():
+    out = sys.argv[1]
+    loom, mpi, gloo = collect(out, "loom"), collect(out, "mpi"), collect(out, "gloo")
+    mc = memcpy_gbs(out)
+    if mc:
+        print(f"# memcpy 256 MiB, one thread, median of this run: {mc:.2f} GB/s")
+    print(f"# {'op':<15}{'size':>11}{'loom us':>11}{'MPI us':>11}{'loom GB/s':>11}{'MPI GB/s':>10}"
+          f"{'loom/MPI':>10}{'Gloo GB/s':>11}{'%memcpy':>9}")
+    with open(os.path.join(out, "report.csv"), "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["op", "bytes", "loom_us", "mpi_us", "loom_busbw", "mpi_busbw", "ratio_busbw",
+                    "gloo_busbw", "pct_memcpy", "samples"])
+        for key in sorted(loom, key=lambda k: (k[0], k[1])):
+            lt, lb, n = loom[key]
+            mt, mb, _ = mpi.get(key, (float("nan"), float("nan"), 0))
+            gb = gloo.get(("allreduce_ring", key[1]), (0, float("nan"), 0))[1] if key[0] == "allreduce" else float("nan")
+            ratio = lb / mb if mb and mb == mb and mb > 0 else float("nan")
+            pct = 100 * lb / mc if mc else float("nan")
+            print(f"  {key[0]:<15}{key[1]:>11}{lt:>11.2f}{mt:>11.2f}{lb:>11.3f}{mb:>10.3f}{ratio:>10.2f}"
+                  f"{gb:>11.3f}{pct:>8.0f}%")
+            w.writerow([key[0], key[1], lt, mt, lb, mb, ratio, gb, pct, n])
+
+
+if __name__ == "__main__":
+    main()
