@@ -8,7 +8,7 @@ install(FILES
 
 # The static C++ library is the set of per-folder archives; install them all
 # and export them so find_package(loom) resolves loom::loom's dependencies.
-set(LOOM_EXPORTED_TARGETS loom_base loom_topology loom_reduce loom_patterns loom_transports
+set(LOOM_EXPORTED_TARGETS loom_base loom_topology loom_reduce loom_patterns loom_transports loom_ib
     loom_collectives loom_loom)
 # Users write loom::loom and loom::nccl, as inside this tree.
 set_target_properties(loom_loom PROPERTIES EXPORT_NAME loom)
@@ -54,7 +54,7 @@ endif()
 # pkg-config: `pkg-config --cflags --libs loom` (C++ API, static archives) and
 # `loom-nccl` (the NCCL-compatible shared library).
 set(LOOM_PC_LIBS "")
-foreach(t loom_loom loom_collectives loom_transports loom_reduce loom_topology loom_base)
+foreach(t loom_loom loom_collectives loom_transports loom_ib loom_reduce loom_topology loom_base)
   string(APPEND LOOM_PC_LIBS " -l${t}")
 endforeach()
 # The prefix is found from the .pc file's own location, so `cmake --install

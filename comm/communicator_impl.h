@@ -86,6 +86,7 @@ class Communicator::Impl {
   AlgoFilter algo_filter_;
   LinkModel link_;
   uint64_t secret_ = 0;
+  bool single_copy_ = false;  // every same-host peer's memory is directly readable
   std::string bind_address_;  // local address of the chosen interface (for Split's stores)
   int split_count_ = 0;
 

@@ -10,11 +10,13 @@
 #include "comm/bootstrap/wire.h"
 #include "comm/communicator_impl.h"
 #include "comm/fingerprint.h"
+#include "comm/transport_plan.h"
 #include "comm/unique_id.h"
 #include "topology/host.h"
 #include "topology/inet_address.h"
 #include "topology/netif.h"
 #include "topology/socket_ifname.h"
+#include "transports/ib/verbs.h"
 
 namespace loom {
 
@@ -27,7 +29,14 @@ struct PeerInfo {
   std::string hostname;
   int pid = 0;
   std::string tcp_address;  // "" when this rank has no usable interface
+  uint64_t read_probe = 0;  // address of kReadProbe here, for the single-copy probe
+  std::string transports;   // EncodeTransportRecord: what this rank can use, its knobs
 };
+
+// A known value peers read from our address space to prove that single-copy
+// reads (process_vm_readv) are permitted between us.
+constexpr uint64_t kReadProbeValue = 0x6c6f6f6d70726f62ull;  // "loomprob"
+const volatile uint64_t kReadProbe = kReadProbeValue;
 
 std::string Encode(const PeerInfo& p) {
   bootstrap::Writer w;
@@ -36,6 +45,8 @@ std::string Encode(const PeerInfo& p) {
   w.Str(p.hostname);
   w.I32(p.pid);
   w.Str(p.tcp_address);
+  w.U64(p.read_probe);
+  w.Str(p.transports);
   std::string frame = w.Frame(bootstrap::MsgType::kAllGather);
   return frame.substr(8);  // payload only
 }
@@ -48,14 +59,64 @@ Result<PeerInfo> Decode(const std::string& s, int rank) {
   p.hostname = r.Str();
   p.pid = r.I32();
   p.tcp_address = r.Str();
+  p.read_probe = r.U64();
+  p.transports = r.Str();
   if (r.failed()) return InternalError("malformed setup record from rank " + std::to_string(rank));
   return p;
+}
+
+// IB as this host offers it: what discovery finds and NCCL_IB_HCA keeps.
+// Found ports are still "unusable" until the verbs connection is wired up,
+// so a host with IB says loudly that it is not using it (FAILURE_MODES 5).
+Availability IbAvailability() {
+  if (params::kIbDisable.Get()) return Availability::Absent("not probed: NCCL_IB_DISABLE=1");
+  const ib::Discovery found = ib::DiscoverPorts();
+  if (!found.absent_reason.empty()) return Availability::Absent(found.absent_reason);
+  const ib::PortChoice choice =
+      ib::SelectPorts(found.ports, ib::HcaFilter::Parse(params::kIbHca.Get()));
+  if (choice.ports.empty()) {
+    return choice.absent ? Availability::Absent(choice.why_none)
+                         : Availability::Unusable(choice.why_none);
+  }
+  return Availability::Unusable("found " + choice.ports[0].device + ":" +
+                                std::to_string(choice.ports[0].port) +
+                                ", but loom's IB connection is not implemented yet");
 }
 
 std::string Hex(uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
   return buf;
+}
+
+// Single-copy reads between same-host ranks: each rank probes every shm peer,
+// and the feature is on only if every rank of the communicator succeeded
+// (algorithms must agree on whether to use it).
+Result<bool> EnableSingleCopy(Exchange& exchange, int rank, const std::vector<int>& shm_peers,
+                              const std::vector<PeerInfo>& peers,
+                              std::vector<std::unique_ptr<Connection>>& conns, Deadline deadline) {
+  bool ok = params::kShmSingleCopy.Get();
+  std::string why = ok ? "" : "LOOM_SHM_SINGLE_COPY=0";
+  for (int p : shm_peers) {
+    if (!ok) break;
+    uint64_t v = 0;
+    auto* shm = static_cast<ShmConnection*>(conns[p].get());
+    Status s = shm->ProbePeerRead(&v, peers[p].read_probe, sizeof(v));
+    if (!s.ok() || v != kReadProbeValue) {
+      ok = false;
+      why = "rank " + std::to_string(p) + ": " + (s.ok() ? "probe read a wrong value" : s.message());
+    }
+  }
+  LOOM_ASSIGN_OR_RETURN(auto all, exchange.AllGather("single-copy", ok ? "1" : "0", deadline));
+  bool everyone = std::all_of(all.begin(), all.end(), [](const std::string& v) { return v == "1"; });
+  if (!ok && !shm_peers.empty()) {
+    LOOM_INFO(log::kInit | log::kShm, "rank %d: single-copy reads unavailable (%s); shared-memory "
+              "FIFOs only", rank, why.c_str());
+  }
+  if (everyone) {
+    for (int p : shm_peers) static_cast<ShmConnection*>(conns[p].get())->EnablePeerRead();
+  }
+  return everyone && !shm_peers.empty();
 }
 
 }  // namespace
@@ -91,6 +152,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   mine.host_id = HostIdentity();
   mine.hostname = impl->host;
   mine.pid = getpid();
+  mine.read_probe = reinterpret_cast<uint64_t>(&kReadProbe);
   Status no_interface;
   std::string ifname;
   {
@@ -119,6 +181,22 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
       no_interface = chosen.status();
     }
   }
+  {
+    TransportRecord tr;
+    tr.host_id = mine.host_id;
+    tr.hostname = impl->host;
+    tr.shm = Availability::Usable("/dev/shm");
+    tr.socket = impl->tcp_ != nullptr ? Availability::Usable(ifname)
+                                      : Availability::Unusable(no_interface.message());
+    tr.socket_address = mine.tcp_address;
+    tr.ucx = Availability::Absent("loom's UCX connection is not implemented yet");
+    tr.ib = IbAvailability();
+    tr.knobs.shm_disable = params::kShmDisable.Get();
+    tr.knobs.ib_disable = params::kIbDisable.Get();
+    tr.knobs.net = params::kNet.Get();
+    tr.knobs.require = params::kRequireTransport.Get();
+    mine.transports = EncodeTransportRecord(tr);
+  }
 
   LOOM_ASSIGN_OR_RETURN(auto records, impl->store_->AllGather("setup", Encode(mine), deadline));
   std::vector<PeerInfo> peers;
@@ -135,38 +213,39 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   }
   LOOM_TRY(CompareFingerprints(fps, hosts).WithContext(who));
 
-  // Transport per peer: shared memory on the same host unless disabled.
-  const bool shm_disabled = params::kShmDisable.Get();
-  std::vector<int> shm_peers, tcp_peers;
-  bool any_shm_pair = false;
-  for (int a = 0; a < size && !shm_disabled; ++a) {
-    for (int b = a + 1; b < size; ++b) any_shm_pair |= host_ids[a] == host_ids[b];
+  // Transport per link (comm/transport_plan.h): both ends evaluate the same
+  // rules over the same records, so they agree or both fail naming both.
+  std::vector<TransportRecord> transports;
+  for (int r = 0; r < size; ++r) {
+    LOOM_ASSIGN_OR_RETURN(TransportRecord tr, DecodeTransportRecord(peers[r].transports, r));
+    transports.push_back(std::move(tr));
   }
+  auto plans = PlanPeers(transports, rank);
+  if (!plans.ok()) return plans.status();  // already names both ends
+  std::vector<int> shm_peers, tcp_peers;
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
-    bool local = host_ids[p] == mine.host_id;
-    if (local && !shm_disabled) {
-      shm_peers.push_back(p);
-    } else {
-      if (local) {
-        LOOM_INFO(log::kInit | log::kShm, "%s: rank %d is on this host but shared memory is "
-                  "disabled (%s): using sockets", who.c_str(), p,
-                  params::kShmDisable.Lookup().source.c_str());
-      }
-      tcp_peers.push_back(p);
+    const LinkPlan& plan = (*plans)[p];
+    for (const std::string& w : plan.warnings) LOOM_WARN(log::kInit | log::kNet, "%s", w.c_str());
+    LOOM_INFO(log::kInit | log::kNet, "%s -> rank %d: %s (%s)", who.c_str(), p,
+              TransportName(plan.kind), plan.reason.c_str());
+    switch (plan.kind) {
+      case TransportKind::kShm: shm_peers.push_back(p); break;
+      case TransportKind::kSocket: tcp_peers.push_back(p); break;
+      case TransportKind::kUcx:
+      case TransportKind::kIb:
+        return InternalError(who + ": transport " + TransportName(plan.kind) +
+                             " chosen for rank " + std::to_string(p) + " is not wired up");
     }
   }
-  if (!tcp_peers.empty()) {
-    if (impl->tcp_ == nullptr) {
-      return no_interface.WithContext(who + ": rank " + std::to_string(tcp_peers.front()) +
-                                      " needs a network connection");
-    }
-    for (int p : tcp_peers) {
-      if (peers[p].tcp_address.empty()) {
-        return SystemError(who + ": rank " + std::to_string(p) + " (" + hosts[p] +
-                           ") has no usable network interface for sockets; check "
-                           "NCCL_SOCKET_IFNAME on that host");
-      }
+  // Shared-memory setup is collective over every rank that has a shm link;
+  // same-host pairs are the only candidates, and every rank computes this alike.
+  bool any_shm_pair = false;
+  for (int a = 0; a < size && !any_shm_pair; ++a) {
+    for (int b = a + 1; b < size && !any_shm_pair; ++b) {
+      if (host_ids[a] != host_ids[b]) continue;
+      auto link = PlanLink(transports, a, b);
+      any_shm_pair = link.ok() && link->kind == TransportKind::kShm;
     }
   }
   std::vector<std::unique_ptr<Connection>> conns(size);
@@ -179,6 +258,8 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     LOOM_ASSIGN_OR_RETURN(auto shm_conns,
                           impl->shm_->Connect(*impl->store_, shm_peers, hosts, pids, deadline));
     for (size_t i = 0; i < shm_peers.size(); ++i) conns[shm_peers[i]] = std::move(shm_conns[i]);
+    LOOM_ASSIGN_OR_RETURN(impl->single_copy_,
+                          EnableSingleCopy(*impl->store_, rank, shm_peers, peers, conns, deadline));
   }
   if (!tcp_peers.empty()) {
     std::vector<std::string> addrs;
@@ -191,9 +272,9 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     for (size_t i = 0; i < tcp_peers.size(); ++i) conns[tcp_peers[i]] = std::move(tcp_conns[i]);
   }
   if (!tcp_peers.empty()) {
-    impl->link_ = LinkModel{20.0, 1.5};
+    impl->link_ = LinkModel{20.0, 1.5, 0.0};
   } else {
-    impl->link_ = LinkModel{1.0, 6.0};
+    impl->link_ = LinkModel{1.0, 6.0, impl->single_copy_ ? 12.0 : 0.0};
   }
 
   Engine::Options eo;

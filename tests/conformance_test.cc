@@ -30,6 +30,7 @@ struct Param {
   int ranks;
   bool tcp;
   int sockets = 1;  // TCP sockets per peer (NCCL_NSOCKS_PERTHREAD)
+  const char* algo = nullptr;  // NCCL_ALGO for the whole case
 };
 
 class Conformance : public ::testing::TestWithParam<Param> {
@@ -37,10 +38,12 @@ class Conformance : public ::testing::TestWithParam<Param> {
   void SetUp() override {
     if (GetParam().tcp) setenv("NCCL_SHM_DISABLE", "1", 1);
     setenv("NCCL_NSOCKS_PERTHREAD", std::to_string(GetParam().sockets).c_str(), 1);
+    if (GetParam().algo != nullptr) setenv("NCCL_ALGO", GetParam().algo, 1);
   }
   void TearDown() override {
     unsetenv("NCCL_SHM_DISABLE");
     unsetenv("NCCL_NSOCKS_PERTHREAD");
+    unsetenv("NCCL_ALGO");
   }
 };
 
@@ -131,7 +134,7 @@ TEST_P(Conformance, AllReduceIsBitIdenticalOnEveryRank) {
   // Random floats: the sum depends on the order of additions, so equal bits
   // on every rank prove the order is the same everywhere.
   const int n = GetParam().ranks;
-  for (const char* algo : {"Ring", "Tree", "RecursiveDoubling"}) {
+  for (const char* algo : {"Ring", "Tree", "RecursiveDoubling", "Direct"}) {
     setenv("NCCL_ALGO", algo, 1);
     std::vector<std::vector<float>> results(n);
     RunRanks(n, [&](Communicator& c) {
@@ -155,7 +158,7 @@ TEST_P(Conformance, AllReduceIsBitIdenticalOnEveryRank) {
 }
 
 TEST_P(Conformance, EveryAllReduceAlgorithmIsCorrect) {
-  for (const char* algo : {"Ring", "Tree", "RecursiveDoubling"}) {
+  for (const char* algo : {"Ring", "Tree", "RecursiveDoubling", "Direct"}) {
     setenv("NCCL_ALGO", algo, 1);
     RunRanks(GetParam().ranks, [&](Communicator& c) {
       for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{1031}, size_t{262147}}) {
@@ -174,12 +177,15 @@ TEST_P(Conformance, EveryAllReduceAlgorithmIsCorrect) {
 std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
   std::string name = std::string(info.param.tcp ? "Tcp" : "Shm") + std::to_string(info.param.ranks) + "Ranks";
   if (info.param.sockets > 1) name += std::to_string(info.param.sockets) + "Sockets";
+  if (info.param.algo != nullptr) name += info.param.algo;
   return name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shm, Conformance,
                          ::testing::Values(Param{1, false}, Param{2, false}, Param{3, false},
-                                           Param{4, false}, Param{5, false}, Param{8, false}),
+                                           Param{4, false}, Param{5, false}, Param{8, false},
+                                           Param{3, false, 1, "Direct"}, Param{5, false, 1, "Direct"},
+                                           Param{4, false, 1, "Ring"}, Param{4, false, 1, "Tree"}),
                          ParamName);
 INSTANTIATE_TEST_SUITE_P(Tcp, Conformance,
                          ::testing::Values(Param{2, true}, Param{3, true}, Param{4, true},

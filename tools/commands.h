@@ -30,4 +30,8 @@ int InfoMain(int argc, char** argv);
 // path matrix, NICs and algorithm choice (tools/topo/topo_main.cc).
 int TopoMain(int argc, char** argv);
 
+// `loom doctor [--hosts F] [--json] [--expect RATE] | --attach EPS`: why a
+// multi-node job fails or is slow, one agent per host (tools/doctor/doctor_main.cc).
+int DoctorMain(int argc, char** argv);
+
 }  // namespace loom::tools

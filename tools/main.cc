@@ -18,6 +18,7 @@ constexpr Command kCommands[] = {
     {"perf", "collective bandwidth test, nccl-tests flags and columns", loom::tools::PerfMain},
     {"info", "version, build options and every parameter with its value", loom::tools::InfoMain},
     {"topo", "host topology, GPU/NIC path matrix and algorithm choice", loom::tools::TopoMain},
+    {"doctor", "why a multi-node job fails or is slow: per-host checks, cause, fix", loom::tools::DoctorMain},
 };
 
 const Command* FindCommand(std::string_view name) {

@@ -15,10 +15,6 @@
 
 namespace loom::topology {
 
-const StringParam kTopoFileParam("TOPO_FILE", "", true,
-    "Load the host topology from this file instead of probing (loom JSON or NCCL XML)");
-const StringParam kTopoDumpFileParam("TOPO_DUMP_FILE", "", false,
-    "Write the host topology, as detected or loaded, to this file (loom JSON)");
 
 namespace {
 
@@ -239,7 +235,7 @@ Topology DiscoverTopology() {
 }
 
 Result<Topology> LocalTopology() {
-  const Param::Raw file = kTopoFileParam.Lookup();
+  const Param::Raw file = params::kTopoFile.Lookup();
   Topology t;
   if (!file.value.empty()) {
     LOOM_ASSIGN_OR_RETURN(t, LoadTopologyFile(file.value));
@@ -249,7 +245,7 @@ Result<Topology> LocalTopology() {
   } else {
     t = DiscoverTopology();
   }
-  const std::string dump = kTopoDumpFileParam.Get();
+  const std::string dump = params::kTopoDumpFile.Get();
   if (!dump.empty()) {
     const Status s = WriteTopologyFile(dump, t);
     if (!s.ok()) LOOM_WARN(log::kGraph, "LOOM_TOPO_DUMP_FILE: %s", s.ToString().c_str());

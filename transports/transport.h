@@ -113,6 +113,16 @@ class Connection {
 
   // "SHM", "NET/Socket/lo", as NCCL prints "via ...".
   virtual std::string Describe() const = 0;
+
+  // Optional capability, single-copy reads: copies `bytes` at `remote` in the
+  // peer's address space into `dst` (process_vm_readv between processes of
+  // one host). Blocking, thread-compatible. Only connections that report
+  // can_read_peer() support it; the default is "not supported".
+  virtual bool can_read_peer() const { return false; }
+  virtual Status ReadPeer(void* dst, uint64_t remote, size_t bytes) {
+    (void)dst, (void)remote, (void)bytes;
+    return InvalidUsage(Describe() + " cannot read peer memory directly");
+  }
 };
 
 }  // namespace loom

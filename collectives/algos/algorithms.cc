@@ -3,6 +3,7 @@
 // collectives/patterns; this file only decides which bytes go where.
 #include "collectives/algos/algorithms.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/patterns/recursive_doubling.h"
@@ -295,6 +296,139 @@ Status SendRecv(Engine& e, const CollArgs& a, Deadline deadline) {
   return plan.Run(e, deadline);
 }
 
+// ---- Single-copy algorithms for ranks of one host ----------------------
+// Peers' buffers are read directly (Connection::ReadPeer); the FIFOs carry
+// only buffer addresses and empty "done" messages.
+
+struct PeerBuffers {
+  uint64_t send;
+  uint64_t recv;
+};
+
+// Every rank tells every peer where its buffers are.
+Status ExchangeAddresses(Engine& e, int r, const CollArgs& a, std::vector<PeerBuffers>* out,
+                         Deadline deadline) {
+  const int n = e.size();
+  out->assign(n, PeerBuffers{});
+  PeerBuffers mine{reinterpret_cast<uint64_t>(a.send), reinterpret_cast<uint64_t>(a.recv)};
+  (*out)[r] = mine;
+  Plan plan(a, 2 * n);
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    plan.Send(p, &mine, sizeof(mine));
+    plan.Recv(p, &(*out)[p], sizeof(PeerBuffers));
+  }
+  return plan.Run(e, deadline);
+}
+
+// An empty message to and from every peer in `peers`: "my part is done".
+Status SyncWith(Engine& e, int r, const CollArgs& a, const std::vector<int>& peers,
+                Deadline deadline) {
+  Plan plan(a, 2 * peers.size());
+  for (int p : peers) {
+    if (p == r) continue;
+    plan.Send(p, nullptr, 0);
+    plan.Recv(p, nullptr, 0);
+  }
+  return plan.Run(e, deadline);
+}
+
+std::vector<int> AllRanks(int n) {
+  std::vector<int> v(n);
+  for (int i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+// out[range] = reduction over ranks (this rank's `local` first, then peers in
+// rank order) of element range [off, off+count) of each rank's send buffer.
+// Works in cache-sized chunks so each peer's data is reduced while hot.
+Status ReduceFromPeers(Engine& e, int r, const CollArgs& a, const std::vector<PeerBuffers>& bufs,
+                       size_t off, size_t count, void* out, Scratch& scratch) {
+  const size_t es = SizeOf(a.type);
+  const RedOp op = a.op == RedOp::kAvg ? RedOp::kSum : a.op;
+  const size_t chunk = std::max<size_t>(1, (256 << 10) / es);
+  char* tmp = static_cast<char*>(scratch.Get(chunk * es));
+  for (size_t c = 0; c < count; c += chunk) {
+    const size_t len = std::min(chunk, count - c);
+    char* dst = At(out, c, es);
+    const char* acc = At(a.send, off + c, es);
+    for (int p = 0; p < e.size(); ++p) {
+      if (p == r) continue;
+      LOOM_TRY(e.connection(p)->ReadPeer(tmp, bufs[p].send + (off + c) * es, len * es));
+      ReduceInto(dst, acc, tmp, len, a.type, op);
+      acc = dst;
+    }
+  }
+  return Status::Ok();
+}
+
+Status DirectAllReduce(Engine& e, int r, const CollArgs& a, Scratch& scratch, Deadline deadline) {
+  const int n = e.size();
+  const size_t es = SizeOf(a.type);
+  std::vector<PeerBuffers> bufs;
+  LOOM_TRY(ExchangeAddresses(e, r, a, &bufs, deadline));
+  // 1. Reduce my block from everyone's send buffer (into my recv).
+  const Range mine = BlockRange(a.count, n, r, 64 / es);
+  LOOM_TRY(ReduceFromPeers(e, r, a, bufs, mine.offset, mine.count, At(a.recv, mine.offset, es), scratch));
+  if (a.op == RedOp::kAvg) ScaleForAvg(At(a.recv, mine.offset, es), mine.count, a.type, n);
+  // 2. Once every block is final, copy the others' blocks from their recv.
+  const std::vector<int> all = AllRanks(n);
+  LOOM_TRY(SyncWith(e, r, a, all, deadline));
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    const Range b = BlockRange(a.count, n, p, 64 / es);
+    LOOM_TRY(e.connection(p)->ReadPeer(At(a.recv, b.offset, es), bufs[p].recv + b.offset * es,
+                                       b.count * es));
+  }
+  // 3. Nobody returns (and lets its buffers change) while others still read.
+  return SyncWith(e, r, a, all, deadline);
+}
+
+Status DirectReduceScatter(Engine& e, int r, const CollArgs& a, Scratch& scratch,
+                           Deadline deadline) {
+  std::vector<PeerBuffers> bufs;
+  LOOM_TRY(ExchangeAddresses(e, r, a, &bufs, deadline));
+  LOOM_TRY(ReduceFromPeers(e, r, a, bufs, static_cast<size_t>(r) * a.count, a.count, a.recv, scratch));
+  if (a.op == RedOp::kAvg) ScaleForAvg(a.recv, a.count, a.type, e.size());
+  return SyncWith(e, r, a, AllRanks(e.size()), deadline);
+}
+
+Status DirectAllGather(Engine& e, int r, const CollArgs& a, Deadline deadline) {
+  const int n = e.size();
+  const size_t bb = a.count * SizeOf(a.type);
+  std::vector<PeerBuffers> bufs;
+  LOOM_TRY(ExchangeAddresses(e, r, a, &bufs, deadline));
+  char* recv = static_cast<char*>(a.recv);
+  CopyIfDistinct(recv + r * bb, a.send, bb);
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    LOOM_TRY(e.connection(p)->ReadPeer(recv + p * bb, bufs[p].send, bb));
+  }
+  return SyncWith(e, r, a, AllRanks(n), deadline);
+}
+
+// The root publishes its buffer; everyone reads it; the root waits for all.
+Status DirectBroadcast(Engine& e, int r, const CollArgs& a, Deadline deadline) {
+  const int n = e.size();
+  const size_t bytes = a.count * SizeOf(a.type);
+  if (r == a.root) {
+    CopyIfDistinct(a.recv, a.send, bytes);
+    uint64_t addr = reinterpret_cast<uint64_t>(a.send);
+    Plan plan(a, 2 * n);
+    for (int p = 0; p < n; ++p) {
+      if (p != r) plan.Send(p, &addr, sizeof(addr));
+    }
+    LOOM_TRY(plan.Run(e, deadline));
+    return SyncWith(e, r, a, AllRanks(n), deadline);
+  }
+  uint64_t addr = 0;
+  Plan plan(a, 1);
+  plan.Recv(a.root, &addr, sizeof(addr));
+  LOOM_TRY(plan.Run(e, deadline));
+  LOOM_TRY(e.connection(a.root)->ReadPeer(a.recv, addr, bytes));
+  return SyncWith(e, r, a, {a.root}, deadline);
+}
+
 }  // namespace
 
 Status RunAlgorithm(Engine& engine, int rank, Algo algo, const CollArgs& a, Scratch& scratch,
@@ -309,6 +443,8 @@ Status RunAlgorithm(Engine& engine, int rank, Algo algo, const CollArgs& a, Scra
         LOOM_TRY(RingAllReduce(engine, rank, a, deadline));
       } else if (algo == Algo::kRecursiveDoubling) {
         LOOM_TRY(RecursiveDoublingAllReduce(engine, rank, a, scratch, deadline));
+      } else if (algo == Algo::kDirect) {
+        return DirectAllReduce(engine, rank, a, scratch, deadline);  // scales its own blocks
       } else {
         CollArgs to_root = a;
         to_root.root = 0;
@@ -323,6 +459,8 @@ Status RunAlgorithm(Engine& engine, int rank, Algo algo, const CollArgs& a, Scra
     case OpKind::kReduceScatter: {
       if (n == 1) {
         CopyIfDistinct(a.recv, a.send, bytes);
+      } else if (algo == Algo::kDirect) {
+        return DirectReduceScatter(engine, rank, a, scratch, deadline);  // scales its block
       } else {
         LOOM_TRY(RingReduceScatter(engine, rank, a, scratch, deadline));
       }
@@ -334,12 +472,14 @@ Status RunAlgorithm(Engine& engine, int rank, Algo algo, const CollArgs& a, Scra
         CopyIfDistinct(a.recv, a.send, bytes);
         return Status::Ok();
       }
+      if (algo == Algo::kDirect) return DirectAllGather(engine, rank, a, deadline);
       return RingAllGather(engine, rank, a, deadline);
     case OpKind::kBroadcast:
       if (n == 1) {
         CopyIfDistinct(a.recv, a.send, bytes);
         return Status::Ok();
       }
+      if (algo == Algo::kDirect) return DirectBroadcast(engine, rank, a, deadline);
       return TreeOrChainBroadcast(engine, rank, a, algo == Algo::kRing, deadline);
     case OpKind::kReduce: {
       if (n == 1) {

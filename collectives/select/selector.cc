@@ -26,8 +26,9 @@ Result<Algo> ParseAlgo(const std::string& name) {
   if (name == "recursivedoubling" || name == "rd") return Algo::kRecursiveDoubling;
   if (name == "pairwise") return Algo::kPairwise;
   if (name == "dissemination") return Algo::kDissemination;
+  if (name == "direct") return Algo::kDirect;
   return InvalidArgument("NCCL_ALGO: unknown algorithm '" + name +
-                         "' (known: Ring, Tree, RecursiveDoubling/RD, Pairwise, Dissemination)");
+                         "' (known: Ring, Tree, RecursiveDoubling/RD, Direct, Pairwise, Dissemination)");
 }
 
 std::string CollectiveKey(OpKind kind) {
@@ -110,11 +111,12 @@ bool AlgoFilter::Allows(OpKind kind, Algo algo) const {
 
 std::vector<Algo> CandidateAlgos(OpKind kind) {
   switch (kind) {
-    case OpKind::kAllReduce: return {Algo::kRing, Algo::kRecursiveDoubling, Algo::kTree};
-    case OpKind::kBroadcast: return {Algo::kRing, Algo::kTree};
+    case OpKind::kAllReduce:
+      return {Algo::kRing, Algo::kRecursiveDoubling, Algo::kTree, Algo::kDirect};
+    case OpKind::kBroadcast: return {Algo::kRing, Algo::kTree, Algo::kDirect};
     case OpKind::kReduce: return {Algo::kTree};
     case OpKind::kReduceScatter:
-    case OpKind::kAllGather: return {Algo::kRing};
+    case OpKind::kAllGather: return {Algo::kRing, Algo::kDirect};
     case OpKind::kAllToAll: return {Algo::kPairwise};
     case OpKind::kBarrier: return {Algo::kDissemination};
     case OpKind::kSendRecv:
@@ -124,8 +126,13 @@ std::vector<Algo> CandidateAlgos(OpKind kind) {
 }
 
 double PredictUs(OpKind kind, Algo algo, size_t bytes, int n, const LinkModel& link) {
+  // bytes: the whole buffer for AllReduce/Broadcast/Reduce, one block for
+  // ReduceScatter/AllGather (what RunOne passes).
   const double a = link.latency_us;
   const double b_us = static_cast<double>(bytes) / (link.bandwidth_gbs * 1e3);  // S/B in us
+  const double inf = std::numeric_limits<double>::infinity();
+  const bool direct = link.peer_read_gbs > 0;
+  const double r_us = direct ? static_cast<double>(bytes) / (link.peer_read_gbs * 1e3) : inf;
   const double steps_log = CeilLog2(n);
   const bool pow2 = (n & (n - 1)) == 0;
   switch (kind) {
@@ -136,15 +143,24 @@ double PredictUs(OpKind kind, Algo algo, size_t bytes, int n, const LinkModel& l
         return (steps_log + folds) * (a + b_us);
       }
       if (algo == Algo::kTree) return 2.0 * steps_log * (a + b_us);
+      // Three synchronisations, then reads of (n-1)/n of the buffer twice.
+      if (algo == Algo::kDirect) return 3.0 * a + 2.0 * (n - 1) / n * r_us;
+      break;
+    case OpKind::kReduceScatter:
+    case OpKind::kAllGather:
+      if (algo == Algo::kRing) return (n - 1) * (a + b_us);
+      if (algo == Algo::kDirect) return 2.0 * a + (n - 1) * r_us;
       break;
     case OpKind::kBroadcast:
       if (algo == Algo::kRing) return (n - 1) * a + b_us;  // pipelined chain
       if (algo == Algo::kTree) return steps_log * (a + b_us);
+      // Every rank reads the root's buffer at once: they share its bandwidth.
+      if (algo == Algo::kDirect) return 2.0 * a + std::max(1.0, (n - 1) / 2.0) * r_us;
       break;
     default:
       return (n - 1) * a + b_us;
   }
-  return std::numeric_limits<double>::infinity();
+  return inf;
 }
 
 Choice SelectAlgo(OpKind kind, size_t bytes, int nranks, const LinkModel& link,

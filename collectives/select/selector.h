@@ -15,6 +15,7 @@ namespace loom {
 struct LinkModel {
   double latency_us = 2.0;      // per message
   double bandwidth_gbs = 5.0;   // GB/s per link direction
+  double peer_read_gbs = 0.0;   // single-copy reads of peer memory; 0 = unavailable
 };
 
 class AlgoFilter {

@@ -191,10 +191,25 @@ const IntParam kNsocksPerthread("NSOCKS_PERTHREAD", "1", true,
     "With SOCKET_NTHREADS: TCP sockets per peer = product; messages are striped across them");
 const BoolParam kShmDisable("SHM_DISABLE", "0", true,
     "Do not use the shared-memory transport between ranks on one host");
+const StringParam kNet("NET", "", true,
+    "Network transport for links between hosts: IB, Socket or UCX; when set, no fallback");
+const BoolParam kIbDisable("IB_DISABLE", "0", true,
+    "Do not use InfiniBand/RoCE verbs, natively or through UCX");
+const StringParam kRequireTransport("REQUIRE_TRANSPORT", "", false,
+    "Strict mode: ib, ucx, socket or shm must be used where it applies; any fallback is an error");
+const StringParam kIbHca("IB_HCA", "", true,
+    "HCAs (and :ports) to use, NCCL grammar: mlx5_0:1,mlx5_1 ; ^ excludes ; = exact");
+const BoolParam kShmSingleCopy("SHM_SINGLE_COPY", "1", false,
+    "Ranks on one host may read each other's buffers directly (process_vm_readv) for large "
+    "collectives; 0 = always through the shared-memory FIFOs");
 const IntParam kBuffsize("BUFFSIZE", "4194304", true,
     "Bytes of each per-peer, per-direction shared-memory FIFO");
 const StringParam kAlgo("ALGO", "", true,
     "Force or exclude algorithms, NCCL_ALGO grammar (e.g. Ring, ^Tree, allreduce:ring)");
+const StringParam kTopoFile("TOPO_FILE", "", true,
+    "Load the host topology from this file instead of probing (loom JSON or NCCL XML)");
+const StringParam kTopoDumpFile("TOPO_DUMP_FILE", "", false,
+    "Write the host topology, as detected or loaded, to this file (loom JSON)");
 const IntParam kSpinUs("SPIN_US", "50", false,
     "Microseconds to poll for progress before sleeping");
 const StringParam kDebug("DEBUG", "", true,
@@ -207,9 +222,10 @@ const StringParam kDebugFile("DEBUG_FILE", "", true,
 
 const std::vector<const Param*>& All() {
   static const std::vector<const Param*> all = {
-      &kTimeoutMs, &kSocketIfname, &kSocketFamily, &kSocketNthreads, &kNsocksPerthread,
-      &kShmDisable, &kBuffsize,    &kAlgo,         &kSpinUs,         &kDebug,
-      &kDebugSubsys, &kDebugFile,
+      &kTimeoutMs,   &kSocketIfname, &kSocketFamily, &kSocketNthreads, &kNsocksPerthread,
+      &kShmDisable,  &kShmSingleCopy, &kNet,         &kIbDisable,      &kRequireTransport,
+      &kIbHca,       &kBuffsize,     &kAlgo,           &kTopoFile,
+      &kTopoDumpFile, &kSpinUs,       &kDebug,       &kDebugSubsys,    &kDebugFile,
   };
   return all;
 }

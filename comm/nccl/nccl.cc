@@ -60,21 +60,6 @@ static_assert(static_cast<int>(loom::RedOp::kAvg) == ncclAvg);
 static_assert(sizeof(ncclUniqueId) == sizeof(loom::UniqueId{}.bytes));
 static_assert(loom::kSplitNoColor == NCCL_SPLIT_NOCOLOR);
 
-// Ranks of one communicator that live in this process and were created
-// together (ncclCommInitAll, ncclCommInitRank in a group, or a split of such
-// ranks). loom's teardown is collective: each rank waits for the others. So
-// that one thread can destroy them one after another, as NCCL programs do,
-// every member but the last is torn down on its own thread, and destroying
-// the last joins them all.
-struct LocalClique {
-  std::mutex mu;
-  int live = 0;                         // members not yet destroyed
-  std::vector<std::jthread> teardowns;  // members destroyed before the last
-  // The cliques of this one's splits, by (split number, color): every member
-  // makes the same splits in the same order.
-  std::map<std::pair<int, int>, std::shared_ptr<LocalClique>> children;
-};
-
 // What ncclCommInitRank inside a group leaves for ncclGroupEnd to do.
 struct InitRequest {
   loom::UniqueId id;
@@ -96,9 +81,6 @@ struct ncclComm {
   std::optional<InitRequest> pending;
   // Why the deferred creation failed; reported by every later call.
   loom::Status init_error;
-  // Null for a communicator whose other ranks are all in other processes.
-  std::shared_ptr<LocalClique> clique;
-  int splits = 0;  // ncclCommSplit calls so far, to find the child clique
 };
 
 namespace {
@@ -323,17 +305,12 @@ loom::Status CompleteDeferredInits() {
   requests.reserve(handles.size());
   for (ncclComm* h : handles) requests.push_back(*h->pending);
   std::vector<InitOutcome> outcomes = CreateConcurrently(requests);
-  std::map<std::array<uint8_t, 128>, std::shared_ptr<LocalClique>> cliques;  // by id
   loom::Status first;
   for (size_t i = 0; i < handles.size(); ++i) {
     handles[i]->pending.reset();
     handles[i]->impl = std::move(outcomes[i].comm);
     handles[i]->init_error = outcomes[i].status;
     if (handles[i]->impl) {
-      auto& clique = cliques[requests[i].id.bytes];
-      if (!clique) clique = std::make_shared<LocalClique>();
-      ++clique->live;
-      handles[i]->clique = clique;
       LogCreated(handles[i]);
     } else if (first.ok()) {
       first = outcomes[i].status.WithContext(Printf("rank %d", requests[i].rank));
@@ -342,44 +319,22 @@ loom::Status CompleteDeferredInits() {
   return first;
 }
 
-// The clique a split's result belongs to, counting it as a member; null when
-// the parent has no other ranks in this process.
-std::shared_ptr<LocalClique> JoinChildClique(ncclComm* parent, int color) {
-  int split = parent->splits++;
-  if (!parent->clique) return nullptr;
-  std::lock_guard<std::mutex> lock(parent->clique->mu);
-  auto& child = parent->clique->children[{split, color}];
-  if (!child) child = std::make_shared<LocalClique>();
-  ++child->live;
-  return child;
-}
-
-// Frees a handle (ncclCommDestroy, ncclCommAbort). Blocks for loom's
-// collective teardown, except for a clique member that is not the last (see
-// LocalClique). A handle freed before its group ended is not created.
+// Frees a handle (ncclCommDestroy, ncclCommAbort). loom's teardown is not
+// collective, so one thread may free the ranks of ncclCommInitAll in turn. A
+// handle freed before its group ended is never created.
 void Release(std::unique_ptr<ncclComm> comm) {
   auto& d = t_state.deferred;
   d.erase(std::remove(d.begin(), d.end(), comm.get()), d.end());
-  std::shared_ptr<LocalClique> clique = std::move(comm->clique);
-  if (clique == nullptr || comm->impl == nullptr) return;
-  std::vector<std::jthread> others;
-  {
-    std::lock_guard<std::mutex> lock(clique->mu);
-    if (--clique->live > 0) {
-      clique->teardowns.emplace_back([c = std::move(comm)]() mutable { c.reset(); });
-      return;
-    }
-    others.swap(clique->teardowns);
-  }
-  comm.reset();  // the last member: the others' teardowns were waiting for it
-}  // `others` joins here
+  comm.reset();
+}
 
 loom::Status InitRank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank,
                       const ncclConfig_t* config) {
   if (comm == nullptr) return loom::InvalidArgument("comm (the ncclComm_t to fill in) is NULL");
   *comm = nullptr;
-  if (nranks < 1)
+  if (nranks < 1) {
     return loom::InvalidArgument(Printf("nranks is %d; it must be at least 1", nranks));
+  }
   LOOM_TRY(CheckRank("rank", rank, nranks));
   LOOM_ASSIGN_OR_RETURN(loom::CommConfig parsed, ParseConfig(config));
   auto handle = std::make_unique<ncclComm>();
@@ -487,11 +442,8 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* /*devlist: h
     for (int r = 0; r < ndev; ++r) {
       LOOM_TRY(outcomes[r].status.WithContext(Printf("rank %d", r)));
     }
-    auto clique = std::make_shared<LocalClique>();
-    clique->live = ndev;
     for (int r = 0; r < ndev; ++r) {
       handles[r]->impl = std::move(outcomes[r].comm);
-      handles[r]->clique = clique;
       LogCreated(handles[r].get());
       comm[r] = handles[r].release();
     }
@@ -521,11 +473,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
       LOOM_ASSIGN_OR_RETURN(handle->config, ParseConfig(config));
     }
     LOOM_ASSIGN_OR_RETURN(handle->impl, parent->Split(color, key, handle->config));
-    if (handle->impl == nullptr) {  // NCCL_SPLIT_NOCOLOR
-      ++comm->splits;
-      return loom::Status::Ok();
-    }
-    handle->clique = JoinChildClique(comm, color);
+    if (handle->impl == nullptr) return loom::Status::Ok();  // NCCL_SPLIT_NOCOLOR
     LogCreated(handle.get());
     *newcomm = handle.release();
     return loom::Status::Ok();

@@ -74,8 +74,8 @@ int TopoMain(int argc, char** argv) {
     return 1;
   }
   const std::string source = !file.empty() ? file
-                             : !topology::kTopoFileParam.Lookup().value.empty()
-                                 ? topology::kTopoFileParam.Lookup().source
+                             : !params::kTopoFile.Lookup().value.empty()
+                                 ? params::kTopoFile.Lookup().source
                                  : "detected";
   if (ranks_per_host == 0) {
     ranks_per_host = std::max<int>(1, static_cast<int>(t->OfKind(topology::NodeKind::kGpu).size()));

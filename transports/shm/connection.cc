@@ -4,6 +4,8 @@
 #include "transports/shm/connection.h"
 
 #include <signal.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -59,6 +61,35 @@ Status ShmConnection::CheckPeerAlive() const {
     return RemoteError(PeerDesc() + " has exited or died while this rank was waiting for it");
   }
   return Status::Ok();
+}
+
+Status ShmConnection::ProbePeerRead(void* dst, uint64_t remote, size_t bytes) const {
+  if (peer_pid_ == getpid()) {
+    std::memcpy(dst, reinterpret_cast<const void*>(remote), bytes);
+    return Status::Ok();
+  }
+  // process_vm_readv may copy less than asked (page boundaries, signals).
+  size_t done = 0;
+  while (done < bytes) {
+    iovec local{static_cast<char*>(dst) + done, bytes - done};
+    iovec far{reinterpret_cast<void*>(remote + done), bytes - done};
+    ssize_t n = process_vm_readv(peer_pid_, &local, 1, &far, 1, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == ESRCH) {
+        return RemoteError(PeerDesc() + " has exited or died during a single-copy read");
+      }
+      return SystemError("process_vm_readv from " + PeerDesc(), errno);
+    }
+    if (n == 0) return InternalError("process_vm_readv from " + PeerDesc() + " made no progress");
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status ShmConnection::ReadPeer(void* dst, uint64_t remote, size_t bytes) {
+  if (!peer_read_) return Connection::ReadPeer(dst, remote, bytes);
+  return ProbePeerRead(dst, remote, bytes);
 }
 
 // Copies as much of the front sends into the FIFO as space and gates allow.

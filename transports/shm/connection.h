@@ -46,6 +46,14 @@ class ShmConnection final : public Connection {
   bool uses_doorbell() const override { return true; }
   Status CheckPeerAlive() const override;
   std::string Describe() const override;
+  bool can_read_peer() const override { return peer_read_; }
+  Status ReadPeer(void* dst, uint64_t remote, size_t bytes) override;
+
+  // Enables ReadPeer once setup has verified (on every rank) that the peer's
+  // memory is readable: same process, or cross-memory attach permitted.
+  void EnablePeerRead() { peer_read_ = true; }
+  // Tries one read of `bytes` at `remote` (setup's probe); no state change.
+  Status ProbePeerRead(void* dst, uint64_t remote, size_t bytes) const;
 
  private:
   bool ProgressSend();
@@ -67,6 +75,7 @@ class ShmConnection final : public Connection {
   // Local copies: the only writer of head (out) / tail (in) is this side.
   uint64_t head_ = 0, tail_ = 0;
   uint64_t cached_out_tail_ = 0, cached_in_head_ = 0;
+  bool peer_read_ = false;
 };
 
 }  // namespace loom

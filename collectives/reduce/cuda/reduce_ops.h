@@ -1,0 +1,255 @@
+// Element operators of the device reduction kernels, written once for host
+// and device (__host__ __device__ under nvcc, plain inline under a C++
+// compiler) so the CPU-only unit test can prove they give the same bits as
+// the CPU kernels in collectives/reduce/reduce.h on every awkward input.
+//
+// Semantics are reduce.h's, restated here only where the device needs care:
+//  - integers wrap (arithmetic in unsigned, products at least 32 bits wide);
+//  - floats: one IEEE operation per element, round to nearest even, no FMA
+//    (the CUDA target is built with --fmad=false); subnormals kept (no
+//    fast-math, so no flush-to-zero);
+//  - every NaN a reduction produces is the canonical quiet NaN; GPUs make
+//    0x7FFFFFFF by default, so the canonicalisation is not optional here;
+//  - fp16/bf16 widen to fp32, combine, narrow with nearest-even; the
+//    conversions below mirror reduce.h's bit for bit (including NaN
+//    payloads) instead of using the hardware ones, whose NaN results differ;
+//  - the kAvg division keeps a NaN's payload (quieted), as x86 division
+//    does, because it is not a reduction of two values.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#if defined(__CUDACC__)
+#define LOOM_HD __host__ __device__ __forceinline__
+#else
+#include <bit>
+#define LOOM_HD inline
+#endif
+
+namespace loom::cuda_reduce {
+
+// --- bit casts that work on both sides --------------------------------------
+
+LOOM_HD uint32_t Bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  return std::bit_cast<uint32_t>(f);
+#endif
+}
+LOOM_HD float FromBits(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  return std::bit_cast<float>(u);
+#endif
+}
+LOOM_HD uint64_t Bits(double d) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<uint64_t>(__double_as_longlong(d));
+#else
+  return std::bit_cast<uint64_t>(d);
+#endif
+}
+LOOM_HD double FromBits(uint64_t u) {
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double(static_cast<long long>(u));
+#else
+  return std::bit_cast<double>(u);
+#endif
+}
+
+LOOM_HD float CanonicalNaN(float) { return FromBits(uint32_t{0x7FC00000u}); }
+LOOM_HD double CanonicalNaN(double) { return FromBits(uint64_t{0x7FF8000000000000u}); }
+// x with its quiet bit set: what x86 division returns for a NaN operand.
+LOOM_HD float Quiet(float x) { return FromBits(Bits(x) | 0x00400000u); }
+LOOM_HD double Quiet(double x) { return FromBits(Bits(x) | 0x0008000000000000u); }
+
+// --- fp16 / bf16 conversions (mirror reduce.h) ------------------------------
+
+LOOM_HD float HalfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1Fu;
+  uint32_t mant = h & 0x3FFu;
+  if (exp == 0x1F) {
+    return FromBits(sign | 0x7F800000u | (mant << 13) | (mant != 0 ? 0x00400000u : 0u));
+  }
+  if (exp != 0) return FromBits(sign | ((exp + 112) << 23) | (mant << 13));
+  if (mant == 0) return FromBits(sign);
+  uint32_t e = 113;  // subnormal half: normalise into a normal float
+  while ((mant & 0x400u) == 0) {
+    mant <<= 1;
+    --e;
+  }
+  return FromBits(sign | (e << 23) | ((mant & 0x3FFu) << 13));
+}
+
+LOOM_HD uint16_t FloatToHalf(float f) {
+  const uint32_t x = Bits(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t abs = x & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u | ((abs >> 13) & 0x1FFu));
+  if (abs >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);
+  if (abs < 0x38800000u) {
+    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
+    const uint32_t e = abs >> 23;
+    const uint32_t m = (abs & 0x7FFFFFu) | 0x800000u;
+    const uint32_t shift = 126 - e;
+    const uint32_t q = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1);
+    const uint32_t half = 1u << (shift - 1);
+    const uint32_t up = (rem > half || (rem == half && (q & 1u))) ? 1u : 0u;
+    return static_cast<uint16_t>(sign | (q + up));
+  }
+  const uint32_t rebased = abs - (112u << 23);
+  const uint32_t rounded = rebased + 0xFFFu + ((rebased >> 13) & 1u);
+  return static_cast<uint16_t>(sign | (rounded >> 13));
+}
+
+LOOM_HD float Bf16ToFloat(uint16_t b) { return FromBits(static_cast<uint32_t>(b) << 16); }
+
+LOOM_HD uint16_t FloatToBf16(float f) {
+  const uint32_t x = Bits(f);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);
+  return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
+}
+
+// --- operators on computation types (integers, float, double) ---------------
+
+template <class T>
+LOOM_HD T Canonicalize(T r) {
+  return r != r ? CanonicalNaN(r) : r;
+}
+
+struct SumOp {
+  template <class T>
+  static LOOM_HD T Apply(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+      return Canonicalize<T>(a + b);
+    } else {
+      using U = std::make_unsigned_t<T>;
+      return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+    }
+  }
+};
+
+struct ProdOp {
+  template <class T>
+  static LOOM_HD T Apply(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+      return Canonicalize<T>(a * b);
+    } else {
+      using U = std::conditional_t<(sizeof(T) < 4), uint32_t, std::make_unsigned_t<T>>;
+      return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+    }
+  }
+};
+
+struct MaxOp {
+  template <class T>
+  static LOOM_HD T Apply(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (a != a || b != b) return CanonicalNaN(a);
+      if (a == b) return FromBits(Bits(a) & Bits(b));  // max(+0, -0) = +0
+      return a > b ? a : b;
+    } else {
+      return a > b ? a : b;
+    }
+  }
+};
+
+struct MinOp {
+  template <class T>
+  static LOOM_HD T Apply(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (a != a || b != b) return CanonicalNaN(a);
+      if (a == b) return FromBits(Bits(a) | Bits(b));  // min(+0, -0) = -0
+      return a < b ? a : b;
+    } else {
+      return a < b ? a : b;
+    }
+  }
+};
+
+// --- storage types ------------------------------------------------------------
+// Plain types are their own storage. fp16 and bf16 are stored as uint16_t
+// bits and computed in fp32.
+
+struct Half {
+  using Storage = uint16_t;
+  static LOOM_HD float Widen(uint16_t x) { return HalfToFloat(x); }
+  static LOOM_HD uint16_t Narrow(float x) { return FloatToHalf(x); }
+};
+struct Bf16 {
+  using Storage = uint16_t;
+  static LOOM_HD float Widen(uint16_t x) { return Bf16ToFloat(x); }
+  static LOOM_HD uint16_t Narrow(float x) { return FloatToBf16(x); }
+};
+
+template <class E>
+struct StorageOf {
+  using type = E;
+};
+template <>
+struct StorageOf<Half> {
+  using type = uint16_t;
+};
+template <>
+struct StorageOf<Bf16> {
+  using type = uint16_t;
+};
+
+// One element of `dst = a op b` for element kind E (a plain type, Half or Bf16).
+template <class E, class Op>
+LOOM_HD typename StorageOf<E>::type ApplyElem(typename StorageOf<E>::type a,
+                                              typename StorageOf<E>::type b) {
+  if constexpr (std::is_same_v<E, Half> || std::is_same_v<E, Bf16>) {
+    return E::Narrow(Op::Apply(E::Widen(a), E::Widen(b)));
+  } else {
+    return Op::Apply(a, b);
+  }
+}
+
+// One element of the kAvg division, matching ScaleForAvg in reduce.h for
+// nranks >= 2 (with nranks == 1 both sides leave the buffer untouched,
+// NaN payloads included, so the launcher must not call this).
+template <class E>
+LOOM_HD typename StorageOf<E>::type ScaleElem(typename StorageOf<E>::type x, int nranks) {
+  if constexpr (std::is_same_v<E, Half> || std::is_same_v<E, Bf16>) {
+    const float w = E::Widen(x);
+    return E::Narrow(w != w ? Quiet(w) : w / static_cast<float>(nranks));
+  } else if constexpr (std::is_floating_point_v<E>) {
+    return x != x ? Quiet(x) : x / static_cast<E>(nranks);
+  } else if constexpr (std::is_signed_v<E>) {
+    return static_cast<E>(static_cast<int64_t>(x) / static_cast<int64_t>(nranks));
+  } else {
+    return static_cast<E>(static_cast<uint64_t>(x) / static_cast<uint64_t>(nranks));
+  }
+}
+
+// How a kernel covers `count` elements of `elem` bytes: `head` elements one
+// at a time, then `packs` 16-byte vectors, then the rest one at a time.
+// Vectors need every pointer at the same offset modulo 16 (and that offset a
+// multiple of `elem`); otherwise there are no packs and head == count.
+// Host-side launch arithmetic, kept here so the CPU-only test covers it.
+struct VectorSplit {
+  size_t head = 0;
+  size_t packs = 0;
+};
+
+inline VectorSplit SplitForVectors(size_t count, size_t elem, const void* const* ptrs, int nptrs) {
+  const uintptr_t mis = reinterpret_cast<uintptr_t>(ptrs[0]) % 16;
+  for (int i = 0; i < nptrs; ++i) {
+    const uintptr_t m = reinterpret_cast<uintptr_t>(ptrs[i]) % 16;
+    if (m != mis || m % elem != 0) return VectorSplit{count, 0};
+  }
+  VectorSplit s;
+  s.head = mis == 0 ? 0 : (16 - mis) / elem;
+  if (s.head >= count) return VectorSplit{count, 0};
+  s.packs = (count - s.head) * elem / 16;
+  return s;
+}
+
+}  // namespace loom::cuda_reduce
