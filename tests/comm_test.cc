@@ -218,8 +218,10 @@ TEST(Comm, MissingRankTimesOutAtCreate) {
   ASSERT_TRUE(id.ok());
   CommConfig cfg;
   cfg.timeout = milliseconds(500);
-  auto comm = Communicator::Create(id.value(), 0, 2, cfg);  // rank 1 never comes
+  auto comm = Communicator::Create(id.value(), 0, 3, cfg);  // ranks 1 and 2 never come
   EXPECT_EQ(comm.status().code(), Code::kTimeout) << comm.status().ToString();
+  EXPECT_NE(comm.status().message().find("rank(s) 1,2 never connected"), std::string::npos)
+      << comm.status().message();
 }
 
 TEST(Comm, AllToAllInPlace) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 #include "comm/base/log.h"
@@ -200,6 +201,15 @@ void StoreClient::ReaderLoop() {
         cv_.notify_all();
         break;
       }
+      case MsgType::kQueryReply: {
+        std::string tag = r.Str();
+        QueryReply q;
+        for (uint32_t i = 0, n = r.U32(); i < n && !r.failed(); ++i) q.joined.push_back(r.I32());
+        for (uint32_t i = 0, n = r.U32(); i < n && !r.failed(); ++i) q.reached.push_back(r.I32());
+        replies_[tag] = std::move(q);
+        cv_.notify_all();
+        break;
+      }
       case MsgType::kPeerFailed: {
         int rank = r.I32();
         std::string message = r.Str();
@@ -234,9 +244,53 @@ Result<std::vector<std::string>> StoreClient::AllGather(std::string_view tag, st
   }
   if (!broken_.ok()) return broken_;
   (void)done;
+  std::string missing = DescribeMissing(key, lock);
   return TimeoutError("rank " + std::to_string(me_.rank) + ": not every rank reached '" + key +
-                      "' before the deadline (a rank is missing, stuck, or was started with a "
-                      "different world size)");
+                      "' before the deadline" +
+                      (missing.empty() ? " (a rank is missing, stuck, or was started with a "
+                                         "different world size)"
+                                       : ": " + missing));
+}
+
+namespace {
+std::string RankList(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size() && i < 16; ++i) s += (i ? "," : "") + std::to_string(ranks[i]);
+  if (ranks.size() > 16) s += ",... (" + std::to_string(ranks.size()) + " ranks)";
+  return s;
+}
+}  // namespace
+
+std::string StoreClient::DescribeMissing(const std::string& tag,
+                                         std::unique_lock<std::mutex>& lock) {
+  bootstrap::Writer w;
+  w.Str(tag);
+  if (!SendFrame(w.Frame(MsgType::kQuery)).ok()) return "";
+  if (!cv_.wait_for(lock, std::chrono::seconds(2), [&] { return replies_.count(tag) != 0; })) {
+    return "";
+  }
+  QueryReply q = std::move(replies_[tag]);
+  replies_.erase(tag);
+  std::vector<int> never, stuck;
+  for (int r = 0; r < me_.size; ++r) {
+    bool joined = std::find(q.joined.begin(), q.joined.end(), r) != q.joined.end();
+    bool reached = std::find(q.reached.begin(), q.reached.end(), r) != q.reached.end();
+    if (!joined) {
+      never.push_back(r);
+    } else if (!reached) {
+      stuck.push_back(r);
+    }
+  }
+  std::string out;
+  if (!never.empty()) {
+    out += "rank(s) " + RankList(never) + " never connected to the store (not started, crashed "
+           "early, or given another UniqueId / LOOM_ROOT / world size)";
+  }
+  if (!stuck.empty()) {
+    if (!out.empty()) out += "; ";
+    out += "rank(s) " + RankList(stuck) + " joined but did not reach this step (stuck or slow)";
+  }
+  return out;
 }
 
 void StoreClient::ReportFailure(const std::string& message) {

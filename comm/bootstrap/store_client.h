@@ -49,6 +49,9 @@ class StoreClient final : public Exchange {
   StoreClient() = default;
   Status SendFrame(const std::string& frame);
   void ReaderLoop();
+  // After a timed-out all-gather: asks the store which ranks are missing.
+  // Called with mu_ held (through `lock`); returns "" if the store is silent.
+  std::string DescribeMissing(const std::string& tag, std::unique_lock<std::mutex>& lock);
 
   int fd_ = -1;
   Identity me_;
@@ -57,6 +60,10 @@ class StoreClient final : public Exchange {
   std::mutex mu_;  // guards everything below and socket writes
   std::condition_variable cv_;
   std::map<std::string, std::vector<std::string>> gathered_;
+  struct QueryReply {
+    std::vector<int> joined, reached;
+  };
+  std::map<std::string, QueryReply> replies_;
   Status broken_;  // set when the store connection is gone or a peer failed
   FailureCallback on_failure_;
   bool said_bye_ = false;

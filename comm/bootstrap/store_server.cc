@@ -197,6 +197,25 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
       case MsgType::kBye:
         s->said_bye = true;
         break;
+      case MsgType::kQuery: {
+        // For a rank whose all-gather timed out: name the missing ranks.
+        std::string tag = r.Str();
+        Writer w;
+        w.Str(tag);
+        w.U32(static_cast<uint32_t>(by_rank_.size()));
+        for (auto& [rank, peer] : by_rank_) w.I32(rank);
+        auto it = gathers_.find(tag);
+        std::vector<int> reached;
+        if (it != gathers_.end()) {
+          for (int i = 0; i < static_cast<int>(it->second.values.size()); ++i) {
+            if (it->second.values[i]) reached.push_back(i);
+          }
+        }
+        w.U32(static_cast<uint32_t>(reached.size()));
+        for (int rank : reached) w.I32(rank);
+        Send(s, w.Frame(MsgType::kQueryReply));
+        break;
+      }
       default:
         return Reject(s, "unknown message type " + std::to_string(static_cast<uint32_t>(type)));
     }

@@ -23,6 +23,8 @@ enum class MsgType : uint32_t {
   kPeerFailed = 6,  // server -> client: rank, message (a rank vanished or aborted)
   kBye = 7,         // client -> server: clean shutdown of this rank
   kAbort = 8,       // client -> server: this rank failed with message; tell the others
+  kQuery = 9,       // client -> server: tag; who joined, who reached the tag
+  kQueryReply = 10, // server -> client: tag, joined ranks, ranks that reached the tag
 };
 
 class Writer {
