@@ -47,6 +47,7 @@ Communicator::Impl::~Impl() {
   }
   q_cv_.notify_all();
   if (worker_.joinable()) worker_.join();
+  if (status_handle_ != 0) UnregisterStatusSource(status_handle_);
   // The store's reader thread calls back into this object: stop it first.
   store_.reset();
   // Fail anything that never ran.
@@ -199,7 +200,9 @@ Status Communicator::Impl::Execute(const std::vector<CollArgs>& items) {
   std::vector<Transfer> p2p;
   for (const CollArgs& a : items) {
     if (a.kind == OpKind::kSendRecv) continue;
+    const uint64_t seq = tracker_.Started(a);
     LOOM_TRY(RunOne(a, deadline));
+    tracker_.Completed(seq, a);
   }
   // Sends to self match receives from self in issue order: a local copy.
   std::vector<CollArgs> sr, self_sends, self_recvs;
@@ -229,6 +232,11 @@ Status Communicator::Impl::Execute(const std::vector<CollArgs>& items) {
     }
   }
   if (sr.empty()) return Status::Ok();
+  uint64_t first_seq = 0;
+  for (const CollArgs& a : sr) {
+    uint64_t seq = tracker_.Started(a);
+    if (first_seq == 0) first_seq = seq;
+  }
   p2p.reserve(sr.size());
   for (const CollArgs& a : sr) {
     Transfer& t = p2p.emplace_back();
@@ -244,7 +252,9 @@ Status Communicator::Impl::Execute(const std::vector<CollArgs>& items) {
       t.dst = a.recv;
     }
   }
-  return engine_->Run(p2p, deadline);
+  LOOM_TRY(engine_->Run(p2p, deadline));
+  tracker_.Completed(first_seq + sr.size() - 1, sr.back());
+  return Status::Ok();
 }
 
 Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {

@@ -15,6 +15,7 @@
 #include "collectives/algos/algorithms.h"
 #include "collectives/select/selector.h"
 #include "comm/bootstrap/store_client.h"
+#include "comm/status_port.h"
 #include "loom/loom.hpp"
 #include "transports/engine.h"
 #include "transports/shm/context.h"
@@ -78,6 +79,8 @@ class Communicator::Impl {
   Deadline OpDeadline() const;
   void Fail(const Status& s);
 
+  OpTracker tracker_;
+  uint64_t status_handle_ = 0;  // RegisterStatusSource; 0 = not registered
   std::unique_ptr<bootstrap::StoreClient> store_;
   std::unique_ptr<ShmContext> shm_;
   std::unique_ptr<TcpContext> tcp_;

@@ -290,6 +290,17 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   // Everyone connected before anyone sends.
   LOOM_TRY(impl->store_->Barrier("connected", deadline));
   impl->worker_ = std::thread([raw] { raw->WorkerLoop(); });
+  StatusSource source;
+  source.id = Hex(secret);
+  source.rank = rank;
+  source.size = size;
+  source.tracker = &impl->tracker_;
+  source.ctx = raw;
+  source.async_error = [](const void* ctx) {
+    Status s = static_cast<const Impl*>(ctx)->AsyncError();
+    return s.ok() ? std::string() : s.ToString();
+  };
+  impl->status_handle_ = RegisterStatusSource(source);
   LOOM_INFO(log::kInit, "%s: comm %s rank %d nRanks %d (%zu shm, %zu socket peers) - Init COMPLETE",
             who.c_str(), config.name.empty() ? "-" : config.name.c_str(), rank, size,
             shm_peers.size(), tcp_peers.size());

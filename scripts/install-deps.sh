@@ -8,5 +8,5 @@ apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build pkg-config git ca-certificates \
   libboost-dev libhwloc-dev libibverbs-dev libucx-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
-  clang iproute2 iptables procps >/dev/null
+  clang iproute2 iptables procps python3 >/dev/null
 echo "install-deps.sh: done"

@@ -210,6 +210,9 @@ const StringParam kTopoFile("TOPO_FILE", "", true,
     "Load the host topology from this file instead of probing (loom JSON or NCCL XML)");
 const StringParam kTopoDumpFile("TOPO_DUMP_FILE", "", false,
     "Write the host topology, as detected or loaded, to this file (loom JSON)");
+const IntParam kStatusPort("STATUS_PORT", "0", false,
+    "Serve per-communicator progress for `loom doctor --attach` on TCP port value + local rank; "
+    "0 = off");
 const IntParam kSpinUs("SPIN_US", "50", false,
     "Microseconds to poll for progress before sleeping");
 const StringParam kDebug("DEBUG", "", true,
@@ -225,7 +228,7 @@ const std::vector<const Param*>& All() {
       &kTimeoutMs,   &kSocketIfname, &kSocketFamily, &kSocketNthreads, &kNsocksPerthread,
       &kShmDisable,  &kShmSingleCopy, &kNet,         &kIbDisable,      &kRequireTransport,
       &kIbHca,       &kBuffsize,     &kAlgo,           &kTopoFile,
-      &kTopoDumpFile, &kSpinUs,       &kDebug,       &kDebugSubsys,    &kDebugFile,
+      &kTopoDumpFile, &kStatusPort, &kSpinUs,       &kDebug,       &kDebugSubsys,    &kDebugFile,
   };
   return all;
 }

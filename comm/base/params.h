@@ -85,6 +85,7 @@ extern const StringParam kAlgo;
 extern const StringParam kTopoFile;
 extern const StringParam kTopoDumpFile;
 extern const IntParam kSpinUs;
+extern const IntParam kStatusPort;
 extern const StringParam kDebug;
 extern const StringParam kDebugSubsys;
 extern const StringParam kDebugFile;

@@ -72,6 +72,28 @@ ipv6)
   grep -q "via NET/Socket/lo" "$tmp/out" || fail "not over sockets"
   grep -q "Using \[0\]lo:\[fd00:77::1\]" "$tmp/out" || fail "not over IPv6"
   ;;
+attach_stopped_rank)
+  # A job whose rank 1 is stopped: `loom doctor --attach` must name rank 1.
+  port=$((30000 + $$ % 20000))
+  LOOM_STATUS_PORT=$port LOOM_TIMEOUT_MS=60000 "$LOOM" run -np 3 -- "$FAULT" kill -1 0 >"$tmp/job" 2>&1 &
+  job=$!
+  victim=""
+  for _ in $(seq 50); do
+    for p in $(pgrep -P "$job"); do
+      tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx LOOM_RANK=1 && victim=$p
+    done
+    [ -n "$victim" ] && break
+    sleep 0.1
+  done
+  [ -n "$victim" ] || { kill -9 "$job"; fail "rank 1 not found"; }
+  sleep 1
+  kill -STOP "$victim"
+  sleep 3
+  "$LOOM" doctor --attach "127.0.0.1:$port+3" --stall-s 2 >"$tmp/doctor" 2>&1
+  kill -CONT "$victim"; kill -TERM "$job"; wait "$job" 2>/dev/null
+  grep -q "rank 1 of 3 did not answer" "$tmp/doctor" || fail "doctor did not name rank 1"
+  grep -q "rank 0,2 wait in" "$tmp/doctor" || fail "doctor did not name the waiting ranks"
+  ;;
 *)
   echo "unknown case $CASE"; exit 2 ;;
 esac
