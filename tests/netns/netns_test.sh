@@ -4,11 +4,11 @@
 # with `ip netns exec` and the launcher variables loom reads (LOOM_RANK,
 # LOOM_WORLD_SIZE, LOOM_ROOT), 2 ranks per host: shared memory inside a host,
 # TCP between hosts. Needs root; exits 77 (skip) without it.
-#   netns_test.sh LOOM NETSIM CASE NET_BASE
+#   netns_test.sh LOOM NETSIM CASE NET_BASE [LOOM_TRAIN]
 # NET_BASE is the second octet of this case's networks (mgmt 10.B.0.x,
 # data 10.B+1.0.x); namespace names carry the pid, so runs can coexist.
 set -u
-LOOM=$1 NETSIM=$2 CASE=$3
+LOOM=$1 NETSIM=$2 CASE=$3 TRAIN=${5:-}
 [ -f "$NETSIM" ] || { echo "SKIP: no $NETSIM"; exit 77; }
 export NETSIM_NET=$4
 export NETSIM_PREFIX=ln$$
@@ -227,6 +227,23 @@ knobs)
   start=$SECONDS
   RANK_ENV_2="LOOM_REQUIRE_TRANSPORT=ib" RANK_ENV_3="LOOM_REQUIRE_TRANSPORT=ib" run
   expect_error "LOOM_REQUIRE_TRANSPORT on one host" "LOOM_REQUIRE_TRANSPORT=ib"
+  ;;
+trainer_2hosts)
+  # The trainer across hosts, as users would run it without IB: DP 2 x TP 2
+  # on 2 hosts (TP inside a host over shm, DP between hosts over data0),
+  # against the single-rank run; the data network must carry the traffic.
+  [ -n "$TRAIN" ] || skip "no loom-train"
+  up 2
+  args=(--steps 10 --micro-batches 2 --quiet)
+  "$TRAIN" "${args[@]}" --losses "$tmp/ref.json" >"$tmp/ref.log" 2>&1 || fail "reference run failed"
+  d0=$(counter 1 data0)
+  NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME==data0 launch 2 300 "$TRAIN" "${args[@]}" --dp 2 --tp 2 \
+    --losses "$tmp/cand.json"
+  for r in 0 1 2 3; do [ "$(cat "$tmp/rc.$r")" = 0 ] || fail "rank $r exited $(cat "$tmp/rc.$r")"; done
+  d1=$(counter 1 data0)
+  (( d1 - d0 > 1000000 )) || fail "data0 carried only $((d1 - d0)) bytes"
+  "$TRAIN" compare-losses --tol 1e-4 "$tmp/ref.json" "$tmp/cand.json" >"$tmp/compare" 2>&1 ||
+    fail "losses differ from the single-rank run: $(cat "$tmp/compare")"
   ;;
 *)
   echo "unknown case $CASE"
