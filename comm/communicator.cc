@@ -183,7 +183,7 @@ Status Communicator::Impl::IssueBlocking(const CollArgs& args) {
     ++issued_;
   }
   Status s = AsyncError();
-  if (s.ok()) s = Execute({args});
+  if (s.ok()) s = Execute({&args, 1});
   if (!s.ok()) Fail(s);
   {
     std::lock_guard<std::mutex> lock(q_mu_);
@@ -194,7 +194,7 @@ Status Communicator::Impl::IssueBlocking(const CollArgs& args) {
   return s;
 }
 
-Status Communicator::Impl::Execute(const std::vector<CollArgs>& items) {
+Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
   const Deadline deadline = OpDeadline();
   // Send/Recv of one batch progress together; anything else runs in order.
   std::vector<Transfer> p2p;

@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -74,7 +75,7 @@ class Communicator::Impl {
   friend class Communicator;
   Status Validate(const CollArgs& a) const;
   void WorkerLoop();
-  Status Execute(const std::vector<CollArgs>& items);
+  Status Execute(std::span<const CollArgs> items);
   Status RunOne(const CollArgs& a, Deadline deadline);
   Deadline OpDeadline() const;
   void Fail(const Status& s);

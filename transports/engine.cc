@@ -92,7 +92,8 @@ void Engine::Wake() {
 }
 
 Status Engine::Run(std::span<Transfer> transfers, Deadline deadline) {
-  std::vector<Connection*> active;
+  std::vector<Connection*>& active = active_;
+  active.clear();
   for (Transfer& t : transfers) {
     if (t.peer < 0 || t.peer >= size() || connections_[t.peer] == nullptr) {
       return InternalError("transfer to invalid peer " + std::to_string(t.peer));
@@ -149,7 +150,8 @@ Status Engine::Run(std::span<Transfer> transfers, Deadline deadline) {
 // shared memory is pending, poll() on sockets (+ the wake eventfd) otherwise.
 // Short caps keep abort, deadline and peer-liveness checks responsive.
 Status Engine::Sleep(const std::vector<Connection*>& active, Deadline deadline) {
-  std::vector<pollfd> fds;
+  std::vector<pollfd>& fds = fds_;
+  fds.clear();
   bool shm_pending = false;
   for (Connection* c : active) {
     if (c->idle()) continue;

@@ -56,6 +56,9 @@ class Engine {
   Options options_;
   std::vector<std::unique_ptr<Connection>> connections_;
   int wake_fd_ = -1;  // eventfd in every poll set, written by Wake()
+  // Reused by every Run (one at a time): no allocation on the hot path.
+  std::vector<Connection*> active_;
+  std::vector<pollfd> fds_;
 };
 
 }  // namespace loom

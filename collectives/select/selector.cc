@@ -109,20 +109,27 @@ bool AlgoFilter::Allows(OpKind kind, Algo algo) const {
   return rule->exclude ? !listed : listed;
 }
 
-std::vector<Algo> CandidateAlgos(OpKind kind) {
+std::span<const Algo> CandidateAlgos(OpKind kind) {
+  static constexpr Algo kAllReduce[] = {Algo::kRing, Algo::kRecursiveDoubling, Algo::kTree,
+                                        Algo::kDirect};
+  static constexpr Algo kBroadcast[] = {Algo::kRing, Algo::kTree, Algo::kDirect};
+  static constexpr Algo kReduce[] = {Algo::kTree};
+  static constexpr Algo kBlocks[] = {Algo::kRing, Algo::kDirect};
+  static constexpr Algo kAllToAll[] = {Algo::kPairwise};
+  static constexpr Algo kBarrier[] = {Algo::kDissemination};
+  static constexpr Algo kPointToPoint[] = {Algo::kDirect};
   switch (kind) {
-    case OpKind::kAllReduce:
-      return {Algo::kRing, Algo::kRecursiveDoubling, Algo::kTree, Algo::kDirect};
-    case OpKind::kBroadcast: return {Algo::kRing, Algo::kTree, Algo::kDirect};
-    case OpKind::kReduce: return {Algo::kTree};
+    case OpKind::kAllReduce: return kAllReduce;
+    case OpKind::kBroadcast: return kBroadcast;
+    case OpKind::kReduce: return kReduce;
     case OpKind::kReduceScatter:
-    case OpKind::kAllGather: return {Algo::kRing, Algo::kDirect};
-    case OpKind::kAllToAll: return {Algo::kPairwise};
-    case OpKind::kBarrier: return {Algo::kDissemination};
+    case OpKind::kAllGather: return kBlocks;
+    case OpKind::kAllToAll: return kAllToAll;
+    case OpKind::kBarrier: return kBarrier;
     case OpKind::kSendRecv:
-    case OpKind::kInternal: return {Algo::kDirect};
+    case OpKind::kInternal: return kPointToPoint;
   }
-  return {Algo::kDirect};
+  return kPointToPoint;
 }
 
 double PredictUs(OpKind kind, Algo algo, size_t bytes, int n, const LinkModel& link) {
@@ -167,7 +174,7 @@ Choice SelectAlgo(OpKind kind, size_t bytes, int nranks, const LinkModel& link,
                   const AlgoFilter& filter) {
   Choice best;
   best.predicted_us = std::numeric_limits<double>::infinity();
-  auto candidates = CandidateAlgos(kind);
+  const auto candidates = CandidateAlgos(kind);
   for (Algo algo : candidates) {
     if (!filter.Allows(kind, algo)) continue;
     double t = PredictUs(kind, algo, bytes, nranks, link);

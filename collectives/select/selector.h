@@ -4,6 +4,7 @@
 // "^Tree", or per collective "allreduce:tree,ring;broadcast:ring".
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,7 +42,7 @@ struct Choice {
 };
 
 // The algorithms implemented for a collective, in preference order.
-std::vector<Algo> CandidateAlgos(OpKind kind);
+std::span<const Algo> CandidateAlgos(OpKind kind);
 // Predicted time of `algo` for `bytes` per rank on `nranks` ranks.
 double PredictUs(OpKind kind, Algo algo, size_t bytes, int nranks, const LinkModel& link);
 Choice SelectAlgo(OpKind kind, size_t bytes, int nranks, const LinkModel& link,

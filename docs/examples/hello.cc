@@ -37,7 +37,7 @@ int main() {
 
   std::printf("rank %d of %d: x[0] = %g (expected %g), step = %d\n", rank, n, x[0],
               n * (n + 1) / 2.0, step[0]);
-  // Waits for every rank, then says goodbye (the destructor would do it too).
+  // Waits for this rank's operations, then says goodbye (the destructor would do it too).
   s = comm.Finalize();
   return s.ok() ? 0 : 1;
 }

@@ -60,10 +60,14 @@ int DeviceCount() {
 
 const char* MemoryKindName(MemoryKind kind) {
   switch (kind) {
-    case MemoryKind::kHost: return "host";
-    case MemoryKind::kPinnedHost: return "pinned host";
-    case MemoryKind::kDevice: return "device";
-    case MemoryKind::kManaged: return "managed";
+    case MemoryKind::kHost:
+      return "host";
+    case MemoryKind::kPinnedHost:
+      return "pinned host";
+    case MemoryKind::kDevice:
+      return "device";
+    case MemoryKind::kManaged:
+      return "managed";
   }
   return "unknown";
 }

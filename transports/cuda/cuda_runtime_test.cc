@@ -11,7 +11,9 @@
 namespace loom::cuda {
 namespace {
 
-TEST(CudaStatusTest, SuccessIsOk) { EXPECT_TRUE(CudaStatus(cudaSuccess, "cudaFoo").ok()); }
+TEST(CudaStatusTest, SuccessIsOk) {
+  EXPECT_TRUE(CudaStatus(cudaSuccess, "cudaFoo").ok());
+}
 
 TEST(CudaStatusTest, ErrorNamesTheCallAndTheRuntimeMessage) {
   const Status s = CudaStatus(cudaErrorMemoryAllocation, "cudaMalloc(1 GiB)");

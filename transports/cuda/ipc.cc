@@ -29,7 +29,8 @@ Result<PFN_cuMemGetAddressRange_v3020> AddressRangeFn() {
         cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 3020, cudaEnableDefault, &q);
     return e == cudaSuccess && q != cudaDriverEntryPointSuccess ? cudaErrorSymbolNotFound : e;
   }();
-  if (err != cudaSuccess) return CudaStatus(err, "cudaGetDriverEntryPointByVersion(cuMemGetAddressRange)");
+  if (err != cudaSuccess)
+    return CudaStatus(err, "cudaGetDriverEntryPointByVersion(cuMemGetAddressRange)");
   return reinterpret_cast<PFN_cuMemGetAddressRange_v3020>(fn);
 }
 
@@ -78,7 +79,9 @@ class CudaIpcBackend final : public IpcBackend {
 
 }  // namespace
 
-std::unique_ptr<IpcBackend> MakeCudaIpcBackend() { return std::make_unique<CudaIpcBackend>(); }
+std::unique_ptr<IpcBackend> MakeCudaIpcBackend() {
+  return std::make_unique<CudaIpcBackend>();
+}
 
 // --- IpcMappingCache -----------------------------------------------------------
 

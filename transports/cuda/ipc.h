@@ -24,9 +24,9 @@ namespace loom::cuda {
 // processes (trivially copyable, fixed layout).
 struct IpcExport {
   std::array<char, 64> handle{};  // cudaIpcMemHandle_t (CUDA_IPC_HANDLE_SIZE bytes)
-  uint64_t base = 0;    // allocation base in the owner's address space
-  uint64_t size = 0;    // allocation size in bytes
-  uint64_t offset = 0;  // the exported pointer minus base
+  uint64_t base = 0;              // allocation base in the owner's address space
+  uint64_t size = 0;              // allocation size in bytes
+  uint64_t offset = 0;            // the exported pointer minus base
 };
 static_assert(sizeof(IpcExport) == 88);
 

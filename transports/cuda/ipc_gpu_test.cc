@@ -4,10 +4,9 @@
 //
 // The process forks before any CUDA call (a CUDA context does not survive
 // fork), so this test lives in its own binary and must run first in it.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
@@ -100,9 +99,9 @@ TEST(CudaIpcTwoProcesses, PeerBufferIsMappedOnceAndReadByAKernel) {
     ASSERT_EQ(cudaMemcpy(mine, threes.data(), kCount * sizeof(float), cudaMemcpyHostToDevice),
               cudaSuccess);
     // mine = mine + peer, reading the peer's memory in place.
-    ASSERT_TRUE(CudaReduceInto(mine, mine, peer.value(), kCount, DataType::kFloat32, RedOp::kSum,
-                               s->get())
-                    .ok());
+    ASSERT_TRUE(
+        CudaReduceInto(mine, mine, peer.value(), kCount, DataType::kFloat32, RedOp::kSum, s->get())
+            .ok());
     ASSERT_TRUE(s->Synchronize().ok());
     ASSERT_EQ(cudaMemcpy(out.data(), mine, kCount * sizeof(float), cudaMemcpyDeviceToHost),
               cudaSuccess);

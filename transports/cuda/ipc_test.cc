@@ -54,7 +54,9 @@ IpcExport Export(char tag, uint64_t base, uint64_t size, uint64_t offset = 0) {
   return e;
 }
 
-uintptr_t Addr(const Result<void*>& r) { return reinterpret_cast<uintptr_t>(r.value()); }
+uintptr_t Addr(const Result<void*>& r) {
+  return reinterpret_cast<uintptr_t>(r.value());
+}
 
 TEST(IpcMappingCacheTest, OpensOnceAndAddsTheOffset) {
   FakeBackend fake;
@@ -151,7 +153,7 @@ TEST(IpcMappingCacheTest, ForgetPeerAndDestructionCloseEverything) {
     cache.ForgetPeer(1);
     EXPECT_EQ(fake.closes, 2);
     EXPECT_EQ(cache.size(), 1u);
-    cache.ForgetPeer(7);  // nothing mapped: no-op
+    cache.ForgetPeer(7);                                          // nothing mapped: no-op
     ASSERT_TRUE(cache.Map(1, Export('a', 0x1000, 0x1000)).ok());  // opens afresh
     EXPECT_EQ(fake.opens, 4);
   }

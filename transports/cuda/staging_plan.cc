@@ -7,10 +7,14 @@ namespace loom::cuda {
 
 const char* StagingStepKindName(StagingStep::Kind kind) {
   switch (kind) {
-    case StagingStep::Kind::kDeviceToHost: return "D2H";
-    case StagingStep::Kind::kNetSend: return "Send";
-    case StagingStep::Kind::kNetRecv: return "Recv";
-    case StagingStep::Kind::kHostToDevice: return "H2D";
+    case StagingStep::Kind::kDeviceToHost:
+      return "D2H";
+    case StagingStep::Kind::kNetSend:
+      return "Send";
+    case StagingStep::Kind::kNetRecv:
+      return "Recv";
+    case StagingStep::Kind::kHostToDevice:
+      return "H2D";
   }
   return "?";
 }
@@ -50,9 +54,8 @@ Result<StagingPlan> PlanStaging(StagingDir dir, size_t bytes, size_t chunk_bytes
   for (size_t i = 0; i < chunks; ++i) {
     while (next_fill < chunks && next_fill < i + static_cast<size_t>(plan.depth)) {
       const size_t c = next_fill++;
-      const int64_t after = c >= static_cast<size_t>(plan.depth)
-                                ? drain_at[c - static_cast<size_t>(plan.depth)]
-                                : -1;
+      const int64_t after =
+          c >= static_cast<size_t>(plan.depth) ? drain_at[c - static_cast<size_t>(plan.depth)] : -1;
       fill_at[c] = emit(fill, c, after);
     }
     drain_at[i] = emit(drain, i, fill_at[i]);

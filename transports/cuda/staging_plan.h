@@ -31,18 +31,18 @@ enum class StagingDir { kDeviceToNet, kNetToDevice };
 struct StagingStep {
   enum class Kind : uint8_t { kDeviceToHost, kNetSend, kNetRecv, kHostToDevice };
   Kind kind;
-  size_t chunk;     // chunk index, 0-based
-  size_t offset;    // byte offset of the chunk in the device buffer
-  size_t bytes;     // chunk length (the last chunk may be shorter)
-  int slot;         // pinned slot index in [0, depth)
-  int64_t after;    // index in the plan of the step this one waits for; -1 = none
+  size_t chunk;   // chunk index, 0-based
+  size_t offset;  // byte offset of the chunk in the device buffer
+  size_t bytes;   // chunk length (the last chunk may be shorter)
+  int slot;       // pinned slot index in [0, depth)
+  int64_t after;  // index in the plan of the step this one waits for; -1 = none
 };
 const char* StagingStepKindName(StagingStep::Kind kind);
 
 struct StagingPlan {
   size_t chunk_bytes = 0;
-  int depth = 0;              // slots actually used: min(requested depth, chunks)
-  size_t pinned_bytes = 0;    // depth * chunk_bytes: the pinned buffer to allocate
+  int depth = 0;            // slots actually used: min(requested depth, chunks)
+  size_t pinned_bytes = 0;  // depth * chunk_bytes: the pinned buffer to allocate
   std::vector<StagingStep> steps;
 };
 

@@ -129,8 +129,10 @@ UcxConnection::~UcxConnection() { Shutdown(); }
 // still outstanding then is leaked rather than freed under UCX's feet.
 void UcxConnection::Shutdown() {
   ucp_worker_h w = worker_->get();
-  for (auto& pc : recv_pieces_) {
-    if (!pc->finished && pc->request != nullptr) ucp_request_cancel(w, pc->request);
+  for (auto* q : {&recv_pieces_, &hello_}) {
+    for (auto& pc : *q) {
+      if (pc->recv && !pc->finished && pc->request != nullptr) ucp_request_cancel(w, pc->request);
+    }
   }
   void* close_req = nullptr;
   if (ep_ != nullptr) {
@@ -143,7 +145,7 @@ void UcxConnection::Shutdown() {
   }
   auto outstanding = [&] {
     if (close_req != nullptr && ucp_request_check_status(close_req) == UCS_INPROGRESS) return true;
-    for (auto* q : {&send_pieces_, &recv_pieces_}) {
+    for (auto* q : {&send_pieces_, &recv_pieces_, &hello_}) {
       for (auto& pc : *q) {
         if (!pc->finished) return true;
       }
@@ -156,7 +158,7 @@ void UcxConnection::Shutdown() {
   }
   if (close_req != nullptr) ucp_request_free(close_req);
   bool leaked = false;
-  for (auto* q : {&send_pieces_, &recv_pieces_}) {
+  for (auto* q : {&send_pieces_, &recv_pieces_, &hello_}) {
     for (auto& pc : *q) {
       if (pc->finished) {
         if (pc->request != nullptr) ucp_request_free(pc->request);
@@ -228,43 +230,77 @@ void UcxConnection::RecvDone(void* request, ucs_status_t status, const ucp_tag_r
   if (pc->conn != nullptr) pc->conn->pending_settle_ = true;
 }
 
-Status UcxConnection::StartSend(std::unique_ptr<Piece> piece, const void* buffer, size_t bytes) {
+Status UcxConnection::StartSend(std::unique_ptr<Piece> piece, const void* buffer, size_t bytes,
+                                uint64_t tag, std::deque<std::unique_ptr<Piece>>* queue) {
   Piece* raw = piece.get();
   raw->conn = this;
   ucp_request_param_t prm{};
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   prm.cb.send = &UcxConnection::SendDone;
   prm.user_data = raw;
-  ucs_status_ptr_t r = ucp_tag_send_nbx(ep_, buffer, bytes, Tag(peer_.my_rank, send_piece_++), &prm);
+  ucs_status_ptr_t r = ucp_tag_send_nbx(ep_, buffer, bytes, tag, &prm);
   if (UCS_PTR_IS_ERR(r)) return PeerError("send", UCS_PTR_STATUS(r));
   if (r == nullptr) {
     raw->finished = true;  // completed in place; no callback comes
   } else {
     raw->request = r;
   }
-  send_pieces_.push_back(std::move(piece));
+  queue->push_back(std::move(piece));
   return Status::Ok();
 }
 
-Status UcxConnection::StartRecv(std::unique_ptr<Piece> piece, void* buffer, size_t bytes) {
+Status UcxConnection::StartRecv(std::unique_ptr<Piece> piece, void* buffer, size_t bytes,
+                                uint64_t tag, std::deque<std::unique_ptr<Piece>>* queue) {
   Piece* raw = piece.get();
   raw->conn = this;
+  raw->recv = true;
   ucp_request_param_t prm{};
+  // NO_IMM_CMPL: UCX 1.13 does not fill recv_info on an immediate
+  // completion, and the arrived length is what proves the streams in step;
+  // the callback always gets it.
   prm.op_attr_mask =
-      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_RECV_INFO;
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   prm.cb.recv = &UcxConnection::RecvDone;
   prm.user_data = raw;
-  prm.recv_info.tag_info = &raw->info;
-  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_->get(), buffer, bytes,
-                                        Tag(peer_.rank, recv_piece_++), ~ucp_tag_t{0}, &prm);
+  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_->get(), buffer, bytes, tag, ~ucp_tag_t{0}, &prm);
   if (UCS_PTR_IS_ERR(r)) return PeerError("receive", UCS_PTR_STATUS(r));
   if (r == nullptr) {
-    raw->finished = true;  // matched an arrived message; `info` is filled
-  } else {
-    raw->request = r;
+    return InternalError("UCX completed a receive from " + Describe() +
+                         " in place despite UCP_OP_ATTR_FLAG_NO_IMM_CMPL");
   }
-  recv_pieces_.push_back(std::move(piece));
+  raw->request = r;
+  queue->push_back(std::move(piece));
   return Status::Ok();
+}
+
+Status UcxConnection::PostHello() {
+  auto out = std::make_unique<Piece>();
+  out->hdr.seq = static_cast<uint32_t>(peer_.my_rank);
+  const MessageHeader* h = &out->hdr;
+  LOOM_TRY(StartSend(std::move(out), h, sizeof(uint32_t), HelloTag(peer_.my_rank), &hello_));
+  auto in = std::make_unique<Piece>();
+  MessageHeader* r = &in->hdr;
+  return StartRecv(std::move(in), r, sizeof(uint32_t), HelloTag(peer_.rank), &hello_);
+}
+
+Result<bool> UcxConnection::HelloDone() {
+  if (failed_ != UCS_OK) return PeerError("connection setup", failed_);
+  for (auto& pc : hello_) {
+    if (!pc->finished) {
+      if (detection_ == FailureDetection::kPid) LOOM_TRY(CheckPeerAlive());
+      return false;
+    }
+    if (pc->status != UCS_OK) return PeerError("connection setup", pc->status);
+  }
+  for (auto& pc : hello_) {
+    if (pc->recv && (pc->info.length != sizeof(uint32_t) || pc->hdr.seq != static_cast<uint32_t>(peer_.rank))) {
+      return InternalError("UCX hello from " + Describe() + " names the wrong rank: the worker "
+                           "addresses are not indexed by rank");
+    }
+    if (pc->request != nullptr) ucp_request_free(pc->request);
+  }
+  hello_.clear();
+  return true;
 }
 
 std::unique_ptr<char[]> UcxConnection::TakeBounce() {
@@ -292,7 +328,8 @@ Result<bool> UcxConnection::PostSends() {
       pc->header = true;
       pc->hdr = MessageHeader{t->bytes, t->seq, static_cast<uint8_t>(t->kind), kHeaderMagic, 0};
       const MessageHeader* h = &pc->hdr;
-      LOOM_TRY(StartSend(std::move(pc), h, sizeof(MessageHeader)));
+      LOOM_TRY(StartSend(std::move(pc), h, sizeof(MessageHeader), Tag(peer_.my_rank, send_piece_++),
+                         &send_pieces_));
       p.header_posted = true;
       moved = true;
     }
@@ -304,7 +341,8 @@ Result<bool> UcxConnection::PostSends() {
       pc->t = t;
       pc->off = p.posted;
       pc->len = end - p.posted;
-      LOOM_TRY(StartSend(std::move(pc), static_cast<const char*>(t->src) + p.posted, end - p.posted));
+      LOOM_TRY(StartSend(std::move(pc), static_cast<const char*>(t->src) + p.posted, end - p.posted,
+                         Tag(peer_.my_rank, send_piece_++), &send_pieces_));
       p.posted = end;
       moved = true;
     }
@@ -325,7 +363,8 @@ Result<bool> UcxConnection::PostRecvs() {
       pc->t = t;
       pc->header = true;
       MessageHeader* h = &pc->hdr;
-      LOOM_TRY(StartRecv(std::move(pc), h, sizeof(MessageHeader)));
+      LOOM_TRY(StartRecv(std::move(pc), h, sizeof(MessageHeader), Tag(peer_.rank, recv_piece_++),
+                         &recv_pieces_));
       p.header_posted = true;
       moved = true;
     }
@@ -343,7 +382,8 @@ Result<bool> UcxConnection::PostRecvs() {
         if (pc->bounce == nullptr) return moved;  // all in use: wait for one to drain
         landing = pc->bounce.get();
       }
-      LOOM_TRY(StartRecv(std::move(pc), landing, end - p.posted));
+      LOOM_TRY(StartRecv(std::move(pc), landing, end - p.posted, Tag(peer_.rank, recv_piece_++),
+                         &recv_pieces_));
       p.posted = end;
       moved = true;
     }

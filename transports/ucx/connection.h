@@ -92,18 +92,30 @@ class UcxConnection final : public Connection {
 
   FailureDetection failure_detection() const { return detection_; }
 
+  // Setup handshake (UcxContext::Connect): a 4-byte hello each way, so that
+  // UCX wires the endpoint up while both ranks progress, not later while one
+  // waits for a peer that does not progress (UCX 1.13's tcp transport then
+  // keeps the worker's event fd readable and a sleeping engine would spin).
+  // PostHello once; HelloDone reports completion (it does not progress the
+  // worker) and names a failed or misaddressed peer.
+  Status PostHello();
+  Result<bool> HelloDone();
+
   // Tag of a piece: the sender's rank in the high 32 bits, the per-direction
   // piece number (wrapping) in the low 32 (public for tests).
   static uint64_t Tag(int sender, uint32_t piece) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(sender)) << 32) | piece;
   }
+  // The setup hello's tag: bit 63 set, which no rank (< 2^31) has in Tag().
+  static uint64_t HelloTag(int sender) { return Tag(sender, 0) | (uint64_t{1} << 63); }
 
  private:
   // One UCX request: a header or one payload chunk. Heap-allocated so the
   // completion callback's pointer stays valid while the queues move.
   struct Piece {
     UcxConnection* conn = nullptr;
-    Transfer* t = nullptr;
+    Transfer* t = nullptr;  // null for the setup hello
+    bool recv = false;
     bool header = false;
     size_t off = 0, len = 0;        // payload range of the message
     std::unique_ptr<char[]> bounce;  // recv landing when not placed in dst
@@ -127,8 +139,11 @@ class UcxConnection final : public Connection {
                        void* user_data);
   static void EndpointFailed(void* arg, ucp_ep_h ep, ucs_status_t status);
 
-  Status StartSend(std::unique_ptr<Piece> piece, const void* buffer, size_t bytes);
-  Status StartRecv(std::unique_ptr<Piece> piece, void* buffer, size_t bytes);
+  // Issue one UCX request for `piece` and queue it on `queue`.
+  Status StartSend(std::unique_ptr<Piece> piece, const void* buffer, size_t bytes, uint64_t tag,
+                   std::deque<std::unique_ptr<Piece>>* queue);
+  Status StartRecv(std::unique_ptr<Piece> piece, void* buffer, size_t bytes, uint64_t tag,
+                   std::deque<std::unique_ptr<Piece>>* queue);
   Result<bool> PostSends();
   Result<bool> PostRecvs();
   Result<bool> SettleSends();
@@ -146,7 +161,7 @@ class UcxConnection final : public Connection {
   // shared worker): a finished piece awaits settling, so do not sleep.
   bool pending_settle_ = false;
   std::deque<Posted> sends_, recvs_;
-  std::deque<std::unique_ptr<Piece>> send_pieces_, recv_pieces_;
+  std::deque<std::unique_ptr<Piece>> send_pieces_, recv_pieces_, hello_;
   uint32_t send_seq_ = 0, recv_seq_ = 0;      // message numbers (header seq)
   uint32_t send_piece_ = 0, recv_piece_ = 0;  // piece numbers (tags)
   std::vector<std::unique_ptr<char[]>> free_bounce_;

@@ -59,8 +59,8 @@ Result<std::string> FromHex(const std::string& hex, int rank) {
 
 bool SharedMemoryOnly(std::string_view tls) {
   if (tls.empty() || tls.front() == '^') return false;
-  static constexpr std::string_view kShared[] = {"sm",   "shm",  "posix", "sysv",
-                                                 "xpmem", "knem", "cma",   "self"};
+  static constexpr std::string_view kShared[] = {"sm",    "shm",  "mm",  "posix", "sysv",
+                                                 "xpmem", "knem", "cma", "self"};
   while (!tls.empty()) {
     const size_t comma = tls.find(',');
     const std::string_view item = tls.substr(0, comma);

@@ -16,7 +16,7 @@ namespace loom {
 class UcxWorker;  // transports/ucx/connection.h
 
 // Whether a UCX_TLS value allows only shared-memory and loopback transports
-// (sm, shm, posix, sysv, xpmem, knem, cma, self), which in UCX 1.13 refuse
+// (sm, shm, mm, posix, sysv, xpmem, knem, cma, self), which in UCX 1.13 refuse
 // UCP_ERR_HANDLING_MODE_PEER. Endpoints then use NONE at once instead of
 // having UCX log an error for the PEER attempt. "" and "^..." are false.
 bool SharedMemoryOnly(std::string_view tls);

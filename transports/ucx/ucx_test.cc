@@ -4,6 +4,7 @@
 // gated forward, gated receives, mismatches and failures named.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -320,6 +321,41 @@ TEST_P(UcxTest, DeadlineEndsAWaitForASilentPeer) {
   EXPECT_LT(took, seconds(3));
 }
 
+TEST_P(UcxTest, WaitingSleepsInsteadOfSpinning) {
+  // The engine sleeps in poll() on the worker's event fd (ucp_worker_arm):
+  // a long wait must cost little CPU.
+  auto p = MakePair(GetParam());
+  ASSERT_NE(p, nullptr);
+  std::vector<char> b(10);
+  Transfer t = Recv(0, b.data(), 10);
+  timespec c0{}, c1{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+  Status s = p->engine[1]->Run({&t, 1}, Deadline::After(milliseconds(800)));
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+  EXPECT_EQ(s.code(), Code::kTimeout) << s.ToString();
+  const double cpu_ms = (c1.tv_sec - c0.tv_sec) * 1e3 + (c1.tv_nsec - c0.tv_nsec) / 1e6;
+  EXPECT_LT(cpu_ms, 300.0);
+}
+
+TEST_P(UcxTest, LateSenderWakesASleepingReceiver) {
+  auto p = MakePair(GetParam());
+  ASSERT_NE(p, nullptr);
+  const size_t bytes = 3 * UcxConnection::kChunkBytes + 1;
+  const auto a = Pattern(bytes, 3);
+  std::vector<uint8_t> b(bytes, 0);
+  std::vector<Transfer> t0{Send(1, a.data(), bytes)}, t1{Recv(0, b.data(), bytes)};
+  Status s0, s1;
+  std::thread late([&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    s0 = p->engine[0]->Run(t0, Deadline::After(seconds(20)));
+  });
+  s1 = p->engine[1]->Run(t1, Deadline::After(seconds(20)));
+  late.join();
+  ASSERT_TRUE(s0.ok()) << s0.ToString();
+  ASSERT_TRUE(s1.ok()) << s1.ToString();
+  EXPECT_EQ(a, b);
+}
+
 TEST_P(UcxTest, AbortWakesASleepingWait) {
   auto p = MakePair(GetParam());
   ASSERT_NE(p, nullptr);
@@ -383,6 +419,39 @@ TEST(UcxTransport, VanishedSameHostPeerIsFoundByItsPid) {
   EXPECT_NE(s.message().find(std::to_string(child)), std::string::npos) << s.message();
 }
 
+TEST(UcxTransport, RefusedPeerModeFallsBackPerEndpoint) {
+  // UCX_TLS names a transport this host lacks next to shared memory, so
+  // loom asks for PEER error handling, which sm refuses: the endpoint is
+  // made with NONE and the pid check, and carries data.
+  ScopedEnv env("UCX_TLS", "sm,self,rc");
+  auto p = std::make_unique<Pair>();
+  std::vector<UcxRankInfo> ranks = {{"h0", "host", getpid()}, {"h1", "host", getpid()}};
+  for (auto& c : p->ctx) {
+    auto r = UcxContext::Create(UcxOptions{"lo", false});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    c = std::move(r).value();
+  }
+  std::vector<std::unique_ptr<Connection>> conns[2];
+  for (int r = 0; r < 2; ++r) {
+    auto cs = p->ctx[r]->Connect(r, {1 - r}, {p->ctx[0]->address(), p->ctx[1]->address()}, ranks);
+    ASSERT_TRUE(cs.ok()) << cs.status().ToString();
+    auto* c = static_cast<UcxConnection*>(cs.value()[0].get());
+    EXPECT_EQ(c->failure_detection(), UcxConnection::FailureDetection::kPid);
+    std::vector<std::unique_ptr<Connection>> v(2);
+    v[1 - r] = std::move(cs.value()[0]);
+    Engine::Options o;
+    o.rank = r;
+    p->engine[r] = std::make_unique<Engine>(o, std::move(v));
+  }
+  const auto a = Pattern(4099, 9);
+  std::vector<uint8_t> b(4099, 0);
+  std::vector<Transfer> t0{Send(1, a.data(), a.size())}, t1{Recv(0, b.data(), b.size())};
+  Status s0, s1;
+  RunBoth(p.get(), &t0, &t1, &s0, &s1);
+  ASSERT_TRUE(s0.ok() && s1.ok()) << s0.ToString() << s1.ToString();
+  EXPECT_EQ(a, b);
+}
+
 TEST(UcxContextTest, NetDevicesIsPinnedUnlessTheUserSetIt) {
   {
     ScopedEnv env("UCX_NET_DEVICES", nullptr);
@@ -437,6 +506,7 @@ TEST(UcxContextTest, SharedMemoryOnlyTls) {
   EXPECT_TRUE(SharedMemoryOnly("sm,self"));
   EXPECT_TRUE(SharedMemoryOnly("posix,self"));
   EXPECT_TRUE(SharedMemoryOnly("sysv"));
+  EXPECT_TRUE(SharedMemoryOnly("mm,cma,self"));
   EXPECT_FALSE(SharedMemoryOnly(""));
   EXPECT_FALSE(SharedMemoryOnly("tcp"));
   EXPECT_FALSE(SharedMemoryOnly("sm,tcp,self"));

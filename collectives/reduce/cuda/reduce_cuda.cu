@@ -1,11 +1,10 @@
 // Device reduction kernels: one grid-stride kernel per (element kind, op),
 // 16-byte vector body with element-wise head and tail, and the launchers
 // behind CudaReduceInto / CudaScaleForAvg.
-#include "collectives/reduce/cuda/reduce_cuda.h"
-
 #include <atomic>
 #include <string>
 
+#include "collectives/reduce/cuda/reduce_cuda.h"
 #include "collectives/reduce/cuda/reduce_ops.h"
 #include "transports/cuda/cuda_runtime.h"
 
@@ -120,10 +119,9 @@ Status LaunchReduce(void* dst, const void* a, const void* b, size_t count, cudaS
   const VectorSplit split = SplitForVectors(count, sizeof(S), ptrs, 3);
   const size_t rest = count - split.packs * Pack<S>::kElems;
   LOOM_ASSIGN_OR_RETURN(const unsigned blocks, GridFor(split.packs > rest ? split.packs : rest));
-  ReduceKernel<E, Op><<<blocks, kThreads, 0, stream>>>(static_cast<S*>(dst),
-                                                       static_cast<const S*>(a),
-                                                       static_cast<const S*>(b), split.head,
-                                                       split.packs, count);
+  ReduceKernel<E, Op>
+      <<<blocks, kThreads, 0, stream>>>(static_cast<S*>(dst), static_cast<const S*>(a),
+                                        static_cast<const S*>(b), split.head, split.packs, count);
   return cuda::CudaStatus(cudaGetLastError(), "ReduceKernel launch");
 }
 

@@ -63,10 +63,10 @@ std::vector<uint8_t> Awkward(size_t n, DataType t, uint64_t seed) {
   const size_t es = SizeOf(t);
   for (size_t i = 0; i < n; i += 7) {
     const int kind = static_cast<int>(rng() % 4);
-    if (kind == 0) std::memset(&v[i * es], 0, es);      // +0
-    if (kind == 1) std::memset(&v[i * es], 0xFF, es);   // NaN, or -1
-    if (kind == 2) v[i * es + es - 1] = 0x80;           // a sign bit, often -0 or tiny
-    if (kind == 3 && es > 1) v[i * es + es - 1] = 0x7F; // near Inf / NaN
+    if (kind == 0) std::memset(&v[i * es], 0, es);       // +0
+    if (kind == 1) std::memset(&v[i * es], 0xFF, es);    // NaN, or -1
+    if (kind == 2) v[i * es + es - 1] = 0x80;            // a sign bit, often -0 or tiny
+    if (kind == 3 && es > 1) v[i * es + es - 1] = 0x7F;  // near Inf / NaN
   }
   return v;
 }
@@ -78,8 +78,8 @@ std::string Label(DataType t, RedOp op, size_t n) {
 TEST_F(CudaReduceTest, EveryTypeAndOpMatchesCpuOnAwkwardSizes) {
   for (DataType t : kAllTypes) {
     const size_t es = SizeOf(t);
-    for (size_t n : {size_t{1}, size_t{2}, size_t{15}, size_t{17}, size_t{4099},
-                     size_t{(1 << 20) + 3}}) {
+    for (size_t n :
+         {size_t{1}, size_t{2}, size_t{15}, size_t{17}, size_t{4099}, size_t{(1 << 20) + 3}}) {
       const std::vector<uint8_t> a = Awkward(n, t, n * 31 + es);
       const std::vector<uint8_t> b = Awkward(n, t, n * 17 + es + 1);
       const char* da = DeviceCopy(a, 0);

@@ -61,11 +61,19 @@ LOOM_HD double FromBits(uint64_t u) {
 #endif
 }
 
-LOOM_HD float CanonicalNaN(float) { return FromBits(uint32_t{0x7FC00000u}); }
-LOOM_HD double CanonicalNaN(double) { return FromBits(uint64_t{0x7FF8000000000000u}); }
+LOOM_HD float CanonicalNaN(float) {
+  return FromBits(uint32_t{0x7FC00000u});
+}
+LOOM_HD double CanonicalNaN(double) {
+  return FromBits(uint64_t{0x7FF8000000000000u});
+}
 // x with its quiet bit set: what x86 division returns for a NaN operand.
-LOOM_HD float Quiet(float x) { return FromBits(Bits(x) | 0x00400000u); }
-LOOM_HD double Quiet(double x) { return FromBits(Bits(x) | 0x0008000000000000u); }
+LOOM_HD float Quiet(float x) {
+  return FromBits(Bits(x) | 0x00400000u);
+}
+LOOM_HD double Quiet(double x) {
+  return FromBits(Bits(x) | 0x0008000000000000u);
+}
 
 // --- fp16 / bf16 conversions (mirror reduce.h) ------------------------------
 
@@ -108,7 +116,9 @@ LOOM_HD uint16_t FloatToHalf(float f) {
   return static_cast<uint16_t>(sign | (rounded >> 13));
 }
 
-LOOM_HD float Bf16ToFloat(uint16_t b) { return FromBits(static_cast<uint32_t>(b) << 16); }
+LOOM_HD float Bf16ToFloat(uint16_t b) {
+  return FromBits(static_cast<uint32_t>(b) << 16);
+}
 
 LOOM_HD uint16_t FloatToBf16(float f) {
   const uint32_t x = Bits(f);

@@ -41,9 +41,9 @@ TEST(Conversions, NarrowingMatchesCpuOnASweepOfFloats) {
       ASSERT_EQ(FloatToBf16(f), loom::FloatToBf16(f)) << std::hex << u;
     }
   }
-  for (uint32_t u : {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7F800001u, 0xFFFFFFFFu, 0x477FF000u,
-                     0x477FEFFFu, 0x33000000u, 0x33000001u, 0x387FFFFFu, 0x38800000u, 0u,
-                     0x80000000u}) {
+  for (uint32_t u :
+       {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7F800001u, 0xFFFFFFFFu, 0x477FF000u, 0x477FEFFFu,
+        0x33000000u, 0x33000001u, 0x387FFFFFu, 0x38800000u, 0u, 0x80000000u}) {
     EXPECT_EQ(FloatToHalf(FromBits(u)), loom::FloatToHalf(FromBits(u))) << std::hex << u;
     EXPECT_EQ(FloatToBf16(FromBits(u)), loom::FloatToBf16(FromBits(u))) << std::hex << u;
   }
@@ -74,10 +74,11 @@ std::vector<uint8_t> IntValues() {
 
 std::vector<uint8_t> Float32Values() {
   std::vector<uint8_t> v;
-  for (uint32_t u : {0u, 0x80000000u, 0x3F800000u, 0xBF800000u, 0x7F800000u, 0xFF800000u,
-                     0x7FC00000u, 0xFFC00000u, 0x7FC12345u, 0x7F800001u /*signalling*/,
-                     0xFFBFFFFFu, 0x00000001u, 0x80000001u, 0x007FFFFFu, 0x00800000u, 0x7F7FFFFFu,
-                     0xFF7FFFFFu, 0x3EAAAAABu, 0x40490FDBu, 0x33800000u, 0x4B800000u}) {
+  for (uint32_t u : {0u,          0x80000000u, 0x3F800000u, 0xBF800000u, 0x7F800000u,
+                     0xFF800000u, 0x7FC00000u, 0xFFC00000u, 0x7FC12345u, 0x7F800001u /*signalling*/,
+                     0xFFBFFFFFu, 0x00000001u, 0x80000001u, 0x007FFFFFu, 0x00800000u,
+                     0x7F7FFFFFu, 0xFF7FFFFFu, 0x3EAAAAABu, 0x40490FDBu, 0x33800000u,
+                     0x4B800000u}) {
     Push(&v, FromBits(u));
   }
   return v;
@@ -85,11 +86,22 @@ std::vector<uint8_t> Float32Values() {
 
 std::vector<uint8_t> Float64Values() {
   std::vector<uint8_t> v;
-  const uint64_t bits[] = {0, 0x8000000000000000u, 0x3FF0000000000000u, 0xBFF0000000000000u,
-                     0x7FF0000000000000u, 0xFFF0000000000000u, 0x7FF8000000000000u,
-                     0xFFF8000000000000u, 0x7FF8000000012345u, 0x7FF0000000000001u,
-                     0x0000000000000001u, 0x800FFFFFFFFFFFFFu, 0x0010000000000000u,
-                     0x7FEFFFFFFFFFFFFFu, 0x3FD5555555555555u, 0x400921FB54442D18u};
+  const uint64_t bits[] = {0,
+                           0x8000000000000000u,
+                           0x3FF0000000000000u,
+                           0xBFF0000000000000u,
+                           0x7FF0000000000000u,
+                           0xFFF0000000000000u,
+                           0x7FF8000000000000u,
+                           0xFFF8000000000000u,
+                           0x7FF8000000012345u,
+                           0x7FF0000000000001u,
+                           0x0000000000000001u,
+                           0x800FFFFFFFFFFFFFu,
+                           0x0010000000000000u,
+                           0x7FEFFFFFFFFFFFFFu,
+                           0x3FD5555555555555u,
+                           0x400921FB54442D18u};
   for (uint64_t u : bits) {
     Push(&v, FromBits(u));
   }
@@ -98,28 +110,38 @@ std::vector<uint8_t> Float64Values() {
 
 std::vector<uint8_t> NarrowValues(bool half) {
   std::vector<uint8_t> v;
-  const std::vector<uint16_t> h = {0x0000, 0x8000, 0x3C00, 0xBC00, 0x7C00, 0xFC00, 0x7E00, 0xFE00,
-                                   0x7C01, 0x7D23, 0x0001, 0x8001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF,
-                                   0x3555, 0x4248, 0x3C01, 0x1400};
-  const std::vector<uint16_t> b = {0x0000, 0x8000, 0x3F80, 0xBF80, 0x7F80, 0xFF80, 0x7FC0, 0xFFC0,
-                                   0x7F81, 0x7FA3, 0x0001, 0x8001, 0x007F, 0x0080, 0x7F7F, 0xFF7F,
-                                   0x3EAB, 0x4049, 0x3F81, 0x3380};
+  const std::vector<uint16_t> h = {0x0000, 0x8000, 0x3C00, 0xBC00, 0x7C00, 0xFC00, 0x7E00,
+                                   0xFE00, 0x7C01, 0x7D23, 0x0001, 0x8001, 0x03FF, 0x0400,
+                                   0x7BFF, 0xFBFF, 0x3555, 0x4248, 0x3C01, 0x1400};
+  const std::vector<uint16_t> b = {0x0000, 0x8000, 0x3F80, 0xBF80, 0x7F80, 0xFF80, 0x7FC0,
+                                   0xFFC0, 0x7F81, 0x7FA3, 0x0001, 0x8001, 0x007F, 0x0080,
+                                   0x7F7F, 0xFF7F, 0x3EAB, 0x4049, 0x3F81, 0x3380};
   for (uint16_t x : half ? h : b) Push(&v, x);
   return v;
 }
 
 std::vector<uint8_t> ValuesOf(DataType t) {
   switch (t) {
-    case DataType::kInt8: return IntValues<int8_t>();
-    case DataType::kUint8: return IntValues<uint8_t>();
-    case DataType::kInt32: return IntValues<int32_t>();
-    case DataType::kUint32: return IntValues<uint32_t>();
-    case DataType::kInt64: return IntValues<int64_t>();
-    case DataType::kUint64: return IntValues<uint64_t>();
-    case DataType::kFloat16: return NarrowValues(true);
-    case DataType::kFloat32: return Float32Values();
-    case DataType::kFloat64: return Float64Values();
-    case DataType::kBfloat16: return NarrowValues(false);
+    case DataType::kInt8:
+      return IntValues<int8_t>();
+    case DataType::kUint8:
+      return IntValues<uint8_t>();
+    case DataType::kInt32:
+      return IntValues<int32_t>();
+    case DataType::kUint32:
+      return IntValues<uint32_t>();
+    case DataType::kInt64:
+      return IntValues<int64_t>();
+    case DataType::kUint64:
+      return IntValues<uint64_t>();
+    case DataType::kFloat16:
+      return NarrowValues(true);
+    case DataType::kFloat32:
+      return Float32Values();
+    case DataType::kFloat64:
+      return Float64Values();
+    case DataType::kBfloat16:
+      return NarrowValues(false);
   }
   return {};
 }
@@ -142,10 +164,14 @@ template <class E>
 void ApplyOp(RedOp op, void* dst, const void* a, const void* b, size_t n) {
   switch (op) {
     case RedOp::kSum:
-    case RedOp::kAvg: return ApplyAll<E, SumOp>(dst, a, b, n);
-    case RedOp::kProd: return ApplyAll<E, ProdOp>(dst, a, b, n);
-    case RedOp::kMax: return ApplyAll<E, MaxOp>(dst, a, b, n);
-    case RedOp::kMin: return ApplyAll<E, MinOp>(dst, a, b, n);
+    case RedOp::kAvg:
+      return ApplyAll<E, SumOp>(dst, a, b, n);
+    case RedOp::kProd:
+      return ApplyAll<E, ProdOp>(dst, a, b, n);
+    case RedOp::kMax:
+      return ApplyAll<E, MaxOp>(dst, a, b, n);
+    case RedOp::kMin:
+      return ApplyAll<E, MinOp>(dst, a, b, n);
   }
 }
 
@@ -163,16 +189,26 @@ void ScaleAll(void* buf, size_t n, int nranks) {
 template <class F>
 void ByType(DataType t, F&& f) {
   switch (t) {
-    case DataType::kInt8: return f(int8_t{});
-    case DataType::kUint8: return f(uint8_t{});
-    case DataType::kInt32: return f(int32_t{});
-    case DataType::kUint32: return f(uint32_t{});
-    case DataType::kInt64: return f(int64_t{});
-    case DataType::kUint64: return f(uint64_t{});
-    case DataType::kFloat16: return f(Half{});
-    case DataType::kFloat32: return f(float{});
-    case DataType::kFloat64: return f(double{});
-    case DataType::kBfloat16: return f(Bf16{});
+    case DataType::kInt8:
+      return f(int8_t{});
+    case DataType::kUint8:
+      return f(uint8_t{});
+    case DataType::kInt32:
+      return f(int32_t{});
+    case DataType::kUint32:
+      return f(uint32_t{});
+    case DataType::kInt64:
+      return f(int64_t{});
+    case DataType::kUint64:
+      return f(uint64_t{});
+    case DataType::kFloat16:
+      return f(Half{});
+    case DataType::kFloat32:
+      return f(float{});
+    case DataType::kFloat64:
+      return f(double{});
+    case DataType::kBfloat16:
+      return f(Bf16{});
   }
 }
 
@@ -217,9 +253,7 @@ TEST(ElementOps, RandomBitPatternsMatchCpu) {
     for (RedOp op : kAllOps) {
       std::vector<uint8_t> want(a.size()), got(a.size());
       ReduceInto(want.data(), a.data(), b.data(), n, t, op);
-      ByType(t, [&](auto tag) {
-        ApplyOp<decltype(tag)>(op, got.data(), a.data(), b.data(), n);
-      });
+      ByType(t, [&](auto tag) { ApplyOp<decltype(tag)>(op, got.data(), a.data(), b.data(), n); });
       ASSERT_EQ(want, got) << Label(t, op);
     }
   }
