@@ -10,6 +10,9 @@ install(FILES
 # and export them so find_package(loom) resolves loom::loom's dependencies.
 set(LOOM_EXPORTED_TARGETS loom_base loom_topology loom_reduce loom_patterns loom_transports loom_ib
     loom_collectives loom_loom)
+if(TARGET loom_ucx)
+  list(APPEND LOOM_EXPORTED_TARGETS loom_ucx)
+endif()
 # Users write loom::loom and loom::nccl, as inside this tree.
 set_target_properties(loom_loom PROPERTIES EXPORT_NAME loom)
 if(TARGET loom_nccl)
@@ -35,6 +38,10 @@ if(@LOOM_HAVE_HWLOC@)
   find_dependency(PkgConfig)
   pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
 endif()
+if(@LOOM_HAVE_UCX@)
+  find_dependency(PkgConfig)
+  pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)
+endif()
 include("${CMAKE_CURRENT_LIST_DIR}/loomTargets.cmake")
 ]=])
 configure_package_config_file(${CMAKE_CURRENT_BINARY_DIR}/loomConfig.cmake.in
@@ -54,7 +61,12 @@ endif()
 # pkg-config: `pkg-config --cflags --libs loom` (C++ API, static archives) and
 # `loom-nccl` (the NCCL-compatible shared library).
 set(LOOM_PC_LIBS "")
-foreach(t loom_loom loom_collectives loom_transports loom_ib loom_reduce loom_topology loom_base)
+set(LOOM_PC_ARCHIVES loom_loom loom_collectives)
+if(TARGET loom_ucx)
+  list(APPEND LOOM_PC_ARCHIVES loom_ucx)
+  string(APPEND LOOM_PC_REQUIRES " ucx")
+endif()
+foreach(t ${LOOM_PC_ARCHIVES} loom_transports loom_ib loom_reduce loom_topology loom_base)
   string(APPEND LOOM_PC_LIBS " -l${t}")
 endforeach()
 # The prefix is found from the .pc file's own location, so `cmake --install

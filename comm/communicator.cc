@@ -260,9 +260,11 @@ Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
 Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
   const size_t bytes = a.count * SizeOf(a.type);
   Choice c = SelectAlgo(a.kind, bytes, size, link_, algo_filter_);
-  if (c.forced_fallback && CandidateAlgos(a.kind).size() > 1) {
-    LOOM_WARN(log::kTuning, "NCCL_ALGO allows no algorithm for %s; using %s", OpKindName(a.kind),
-              AlgoName(c.algo));
+  const uint32_t kind_bit = 1u << static_cast<uint32_t>(a.kind);
+  if (c.forced_fallback && (algo_warned_ & kind_bit) == 0) {
+    algo_warned_ |= kind_bit;  // once per collective and communicator
+    LOOM_WARN(log::kTuning, "NCCL_ALGO allows no usable algorithm for %s here; using %s",
+              OpKindName(a.kind), AlgoName(c.algo));
   }
   LOOM_TRACE(log::kTuning, "%s %zu bytes on %d ranks: %s (predicted %.1f us)", OpKindName(a.kind),
              bytes, size, AlgoName(c.algo), c.predicted_us);

@@ -88,6 +88,7 @@ class Communicator::Impl {
   std::unique_ptr<Engine> engine_;
   Scratch scratch_;
   AlgoFilter algo_filter_;
+  uint32_t algo_warned_ = 0;  // bit per OpKind: NCCL_ALGO fallback already logged
   LinkModel link_;
   uint64_t secret_ = 0;
   bool single_copy_ = false;  // every same-host peer's memory is directly readable

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "comm/base/params.h"
 #include "comm/build_info.h"
 #include "loom/loom.hpp"
 
@@ -11,13 +12,8 @@ namespace loom {
 
 namespace {
 
-// Settings that change the wire protocol or the transport choice: a rank
-// that differs would hang or fail obscurely later (FAILURE_MODES rows 6, 13).
-const char* const kKeyEnv[] = {"SHM_DISABLE", "IB_DISABLE",      "NET",
-                               "BUFFSIZE",    "SOCKET_NTHREADS", "NSOCKS_PERTHREAD",
-                               "ALGO",        "PROTO"};
-
-// As parameter lookup reads them: LOOM_ before NCCL_, empty means unset.
+// As parameter lookup reads a variable that has no declared parameter:
+// LOOM_ before NCCL_, empty means unset.
 std::string EnvValue(const char* name) {
   for (const char* prefix : {"LOOM_", "NCCL_"}) {
     const char* v = std::getenv((std::string(prefix) + name).c_str());
@@ -42,7 +38,18 @@ Fingerprint LocalFingerprint() {
     // Build type and compiler may differ harmlessly; the wire format may not.
     if (k == "transports" || k == "sanitizers") fp.emplace_back(k, v);
   }
-  for (const char* k : kKeyEnv) fp.emplace_back(std::string("NCCL_") + k, EnvValue(k));
+  // Settings that change the wire protocol or the transport choice, as the
+  // runtime will use them (environment and config files, parsed): a rank
+  // that differs would fail obscurely later (FAILURE_MODES rows 6, 13).
+  fp.emplace_back("NCCL_SHM_DISABLE", params::kShmDisable.Get() ? "1" : "0");
+  fp.emplace_back("NCCL_IB_DISABLE", params::kIbDisable.Get() ? "1" : "0");
+  fp.emplace_back("NCCL_NET", params::kNet.Get());
+  fp.emplace_back("NCCL_BUFFSIZE", std::to_string(params::kBuffsize.Get()));
+  fp.emplace_back("NCCL_SOCKET_NTHREADS", std::to_string(params::kSocketNthreads.Get()));
+  fp.emplace_back("NCCL_NSOCKS_PERTHREAD", std::to_string(params::kNsocksPerthread.Get()));
+  fp.emplace_back("NCCL_ALGO", params::kAlgo.Get());
+  fp.emplace_back("LOOM_REQUIRE_TRANSPORT", params::kRequireTransport.Get());
+  fp.emplace_back("NCCL_PROTO", EnvValue("PROTO"));
   return fp;
 }
 

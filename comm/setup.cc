@@ -1,5 +1,6 @@
 // Communicator setup: store registration, fingerprint check, transport
 // choice per peer, shm and TCP connections, worker start; and Split.
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,9 @@
 #include "topology/netif.h"
 #include "topology/socket_ifname.h"
 #include "transports/ib/verbs.h"
+#if defined(LOOM_HAVE_UCX)
+#include "transports/ucx/context.h"
+#endif
 
 namespace loom {
 
@@ -31,6 +35,7 @@ struct PeerInfo {
   std::string tcp_address;  // "" when this rank has no usable interface
   uint64_t read_probe = 0;  // address of kReadProbe here, for the single-copy probe
   std::string transports;   // EncodeTransportRecord: what this rank can use, its knobs
+  std::string ucx_address;  // UCP worker address (binary); "" without a UCX context
 };
 
 // A known value peers read from our address space to prove that single-copy
@@ -47,6 +52,7 @@ std::string Encode(const PeerInfo& p) {
   w.Str(p.tcp_address);
   w.U64(p.read_probe);
   w.Str(p.transports);
+  w.Str(p.ucx_address);
   std::string frame = w.Frame(bootstrap::MsgType::kAllGather);
   return frame.substr(8);  // payload only
 }
@@ -61,6 +67,7 @@ Result<PeerInfo> Decode(const std::string& s, int rank) {
   p.tcp_address = r.Str();
   p.read_probe = r.U64();
   p.transports = r.Str();
+  p.ucx_address = r.Str();
   if (r.failed()) return InternalError("malformed setup record from rank " + std::to_string(rank));
   return p;
 }
@@ -83,6 +90,16 @@ Availability IbAvailability() {
                                 ", but loom's IB connection is not implemented yet");
 }
 
+// Whether NCCL_NET or LOOM_REQUIRE_TRANSPORT asks for UCX: only then is a
+// UCP worker created (rule 4 never picks UCX, so nobody else pays for it).
+bool UcxRequested() {
+  auto names_ucx = [](const std::string& v, bool allow_shm) {
+    auto k = ParseTransportName(v, "", allow_shm);
+    return k.ok() && *k == TransportKind::kUcx;
+  };
+  return names_ucx(params::kNet.Get(), false) || names_ucx(params::kRequireTransport.Get(), true);
+}
+
 std::string Hex(uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
@@ -97,6 +114,7 @@ Result<bool> EnableSingleCopy(Exchange& exchange, int rank, const std::vector<in
                               std::vector<std::unique_ptr<Connection>>& conns, Deadline deadline) {
   bool ok = params::kShmSingleCopy.Get();
   std::string why = ok ? "" : "LOOM_SHM_SINGLE_COPY=0";
+
   for (int p : shm_peers) {
     if (!ok) break;
     uint64_t v = 0;
@@ -109,9 +127,11 @@ Result<bool> EnableSingleCopy(Exchange& exchange, int rank, const std::vector<in
   }
   LOOM_ASSIGN_OR_RETURN(auto all, exchange.AllGather("single-copy", ok ? "1" : "0", deadline));
   bool everyone = std::all_of(all.begin(), all.end(), [](const std::string& v) { return v == "1"; });
-  if (!ok && !shm_peers.empty()) {
-    LOOM_INFO(log::kInit | log::kShm, "rank %d: single-copy reads unavailable (%s); shared-memory "
-              "FIFOs only", rank, why.c_str());
+  if (!ok && !shm_peers.empty() && params::kShmSingleCopy.Get()) {
+    LOOM_WARN(log::kInit | log::kShm, "rank %d: single-copy reads of same-host peers unavailable "
+              "(%s): large collectives go through the shared-memory FIFOs, about 2x slower; "
+              "check kernel.yama.ptrace_scope / container seccomp, or set "
+              "LOOM_SHM_SINGLE_COPY=0 to silence this", rank, why.c_str());
   }
   if (everyone) {
     for (int p : shm_peers) static_cast<ShmConnection*>(conns[p].get())->EnablePeerRead();
@@ -181,6 +201,29 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
       no_interface = chosen.status();
     }
   }
+  // UCX, when asked for: a worker pinned to the socket interface chosen above
+  // (UCX_NET_DEVICES unless set). The context is local: the connections
+  // share its worker and keep it alive.
+#if defined(LOOM_HAVE_UCX)
+  std::unique_ptr<UcxContext> ucx;
+  Availability ucx_availability = Availability::Absent(
+      "not initialised: only NCCL_NET=UCX or LOOM_REQUIRE_TRANSPORT=ucx selects UCX");
+  if (UcxRequested()) {
+    UcxOptions uo;
+    uo.net_device = ifname;
+    uo.ib_disable = params::kIbDisable.Get();
+    auto created = UcxContext::Create(uo);
+    if (created.ok()) {
+      ucx = std::move(created).value();
+      mine.ucx_address = ucx->address();
+      ucx_availability = Availability::Usable(ucx->via());
+    } else {
+      ucx_availability = Availability::Unusable(created.status().message());
+    }
+  }
+#else
+  const Availability ucx_availability = Availability::Absent("loom was built without UCX");
+#endif
   {
     TransportRecord tr;
     tr.host_id = mine.host_id;
@@ -189,7 +232,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     tr.socket = impl->tcp_ != nullptr ? Availability::Usable(ifname)
                                       : Availability::Unusable(no_interface.message());
     tr.socket_address = mine.tcp_address;
-    tr.ucx = Availability::Absent("loom's UCX connection is not implemented yet");
+    tr.ucx = ucx_availability;
     tr.ib = IbAvailability();
     tr.knobs.shm_disable = params::kShmDisable.Get();
     tr.knobs.ib_disable = params::kIbDisable.Get();
@@ -198,6 +241,13 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     mine.transports = EncodeTransportRecord(tr);
   }
 
+  if (params::kShmSingleCopy.Get()) {
+    // Under Yama ptrace_scope=1 (Ubuntu's default) only a declared tracer may
+    // read our memory: let any process of this user do so, as the peers'
+    // process_vm_readv needs (Open MPI's CMA path does the same). Done before
+    // the all-gather, so it precedes every peer's probe.
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  }
   LOOM_ASSIGN_OR_RETURN(auto records, impl->store_->AllGather("setup", Encode(mine), deadline));
   std::vector<PeerInfo> peers;
   std::vector<Fingerprint> fps;
@@ -222,7 +272,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   }
   auto plans = PlanPeers(transports, rank);
   if (!plans.ok()) return plans.status();  // already names both ends
-  std::vector<int> shm_peers, tcp_peers;
+  std::vector<int> shm_peers, tcp_peers, ucx_peers;
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
     const LinkPlan& plan = (*plans)[p];
@@ -232,7 +282,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     switch (plan.kind) {
       case TransportKind::kShm: shm_peers.push_back(p); break;
       case TransportKind::kSocket: tcp_peers.push_back(p); break;
-      case TransportKind::kUcx:
+      case TransportKind::kUcx: ucx_peers.push_back(p); break;
       case TransportKind::kIb:
         return InternalError(who + ": transport " + TransportName(plan.kind) +
                              " chosen for rank " + std::to_string(p) + " is not wired up");
@@ -271,7 +321,24 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
                                                               static_cast<int>(nsocks), deadline));
     for (size_t i = 0; i < tcp_peers.size(); ++i) conns[tcp_peers[i]] = std::move(tcp_conns[i]);
   }
-  if (!tcp_peers.empty()) {
+  if (!ucx_peers.empty()) {
+#if defined(LOOM_HAVE_UCX)
+    // The plan chose UCX only where both ends have it usable, so `ucx` exists
+    // here and on each of these peers; the endpoints say hello pairwise.
+    std::vector<UcxRankInfo> infos;
+    std::vector<std::string> ucx_addrs;
+    for (const PeerInfo& p : peers) {
+      infos.push_back(UcxRankInfo{p.hostname, p.host_id, p.pid});
+      ucx_addrs.push_back(p.ucx_address);
+    }
+    LOOM_ASSIGN_OR_RETURN(auto ucx_conns,
+                          ucx->Connect(rank, ucx_peers, ucx_addrs, infos, deadline));
+    for (size_t i = 0; i < ucx_peers.size(); ++i) conns[ucx_peers[i]] = std::move(ucx_conns[i]);
+#else
+    return InternalError(who + ": UCX chosen in a build without UCX");
+#endif
+  }
+  if (!tcp_peers.empty() || !ucx_peers.empty()) {
     impl->link_ = LinkModel{20.0, 1.5, 0.0};
   } else {
     impl->link_ = LinkModel{1.0, 6.0, impl->single_copy_ ? 12.0 : 0.0};
@@ -301,9 +368,10 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     return s.ok() ? std::string() : s.ToString();
   };
   impl->status_handle_ = RegisterStatusSource(source);
-  LOOM_INFO(log::kInit, "%s: comm %s rank %d nRanks %d (%zu shm, %zu socket peers) - Init COMPLETE",
+  LOOM_INFO(log::kInit,
+            "%s: comm %s rank %d nRanks %d (%zu shm, %zu socket, %zu UCX peers) - Init COMPLETE",
             who.c_str(), config.name.empty() ? "-" : config.name.c_str(), rank, size,
-            shm_peers.size(), tcp_peers.size());
+            shm_peers.size(), tcp_peers.size(), ucx_peers.size());
   return impl;
 }
 

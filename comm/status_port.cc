@@ -160,9 +160,11 @@ class StatusServer {
     a.sin6_family = AF_INET6;
     a.sin6_port = htons(static_cast<uint16_t>(port));
     a.sin6_addr = in6addr_any;  // dual stack: IPv4 too
-    int one = 1, zero = 0;
-    setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    setsockopt(fd_, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    if (fd_ >= 0) {
+      int one = 1, zero = 0;
+      setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+      setsockopt(fd_, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    }
     if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
         listen(fd_, 16) != 0) {
       LOOM_WARN(log::kInit, "status port %d unavailable (%s): loom doctor --attach cannot "

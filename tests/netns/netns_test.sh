@@ -103,6 +103,15 @@ all_collectives_2hosts | all_collectives_3hosts)
   grep -q "via SHM" "$tmp/rank.0" || fail "rank 0 did not use shared memory for its host peer"
   grep -q "via NET/Socket/data0" "$tmp/rank.0" || fail "rank 0 did not use sockets on data0"
   ;;
+ucx_2hosts)
+  # The same collectives with UCX (its tcp transport) between hosts.
+  up 2
+  NCCL_NET=UCX UCX_TLS=tcp NCCL_SOCKET_IFNAME==data0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET \
+    launch 2 240 "$LOOM" perf all -b 3 -e 1M -f 37 -d all -o all -c 1 -n 1 -w 1
+  all_ok $((2 * RPH))
+  [ "$(grep -c "Collective test starting" "$tmp/rank.0")" = 7 ] || fail "not every collective ran"
+  grep -q "via NET/UCX/data0" "$tmp/rank.0" || fail "rank 0 did not use UCX on data0"
+  ;;
 ifname_data_network)
   # The store's subnet is the management network, so by default sockets go
   # there (NCCL's rule); NCCL_SOCKET_IFNAME==data0 must move the collective

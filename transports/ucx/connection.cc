@@ -120,7 +120,9 @@ Result<std::unique_ptr<UcxConnection>> UcxConnection::Create(std::shared_ptr<Ucx
   return c;
 }
 
-UcxConnection::~UcxConnection() { Shutdown(); }
+UcxConnection::~UcxConnection() {
+  Shutdown();
+}
 
 // Stops UCX from touching our buffers before they are freed: posted
 // receives are cancelled, the endpoint closed (FORCE cancels its sends;
@@ -193,8 +195,8 @@ std::string UcxConnection::Describe() const {
 
 Status UcxConnection::PeerError(const char* what, ucs_status_t status) const {
   if (IsPeerFailure(status)) {
-    return RemoteError(Describe() + " failed during " + what + " (UCX: " +
-                       ucs_status_string(status) +
+    return RemoteError(Describe() + " failed during " + what +
+                       " (UCX: " + ucs_status_string(status) +
                        "): that rank exited, crashed or aborted, or the network to it failed");
   }
   if (status == UCS_ERR_MESSAGE_TRUNCATED) {
@@ -275,12 +277,12 @@ Status UcxConnection::StartRecv(std::unique_ptr<Piece> piece, void* buffer, size
 
 Status UcxConnection::PostHello() {
   auto out = std::make_unique<Piece>();
-  out->hdr.seq = static_cast<uint32_t>(peer_.my_rank);
-  const MessageHeader* h = &out->hdr;
-  LOOM_TRY(StartSend(std::move(out), h, sizeof(uint32_t), HelloTag(peer_.my_rank), &hello_));
+  out->hdr.seq = static_cast<uint32_t>(peer_.my_rank);  // the hello carries the sender's rank
+  const uint32_t* mine = &out->hdr.seq;
+  LOOM_TRY(StartSend(std::move(out), mine, sizeof(uint32_t), HelloTag(peer_.my_rank), &hello_));
   auto in = std::make_unique<Piece>();
-  MessageHeader* r = &in->hdr;
-  return StartRecv(std::move(in), r, sizeof(uint32_t), HelloTag(peer_.rank), &hello_);
+  uint32_t* theirs = &in->hdr.seq;
+  return StartRecv(std::move(in), theirs, sizeof(uint32_t), HelloTag(peer_.rank), &hello_);
 }
 
 Result<bool> UcxConnection::HelloDone() {
@@ -293,10 +295,14 @@ Result<bool> UcxConnection::HelloDone() {
     if (pc->status != UCS_OK) return PeerError("connection setup", pc->status);
   }
   for (auto& pc : hello_) {
-    if (pc->recv && (pc->info.length != sizeof(uint32_t) || pc->hdr.seq != static_cast<uint32_t>(peer_.rank))) {
-      return InternalError("UCX hello from " + Describe() + " names the wrong rank: the worker "
-                           "addresses are not indexed by rank");
+    if (pc->recv &&
+        (pc->info.length != sizeof(uint32_t) || pc->hdr.seq != static_cast<uint32_t>(peer_.rank))) {
+      return InternalError("UCX hello from " + Describe() +
+                           " names another rank: the worker "
+                           "addresses were not exchanged indexed by rank");
     }
+  }
+  for (auto& pc : hello_) {
     if (pc->request != nullptr) ucp_request_free(pc->request);
   }
   hello_.clear();
@@ -430,7 +436,8 @@ Result<bool> UcxConnection::SettleRecvs() {
     if (pc.info.length != expect) {
       return InternalError("a UCX message from " + Describe() + " has " +
                            std::to_string(pc.info.length) + " bytes where " +
-                           std::to_string(expect) + " were due: the message streams are out of step");
+                           std::to_string(expect) +
+                           " were due: the message streams are out of step");
     }
     if (pc.header) {
       LOOM_TRY(CheckHeader(pc.hdr, *t, Describe()));

@@ -110,17 +110,18 @@ class UcxConnection final : public Connection {
   static uint64_t HelloTag(int sender) { return Tag(sender, 0) | (uint64_t{1} << 63); }
 
  private:
-  // One UCX request: a header or one payload chunk. Heap-allocated so the
-  // completion callback's pointer stays valid while the queues move.
+  // One UCX request: a header, a payload chunk or the setup hello.
+  // Heap-allocated so the completion callback's pointer stays valid while
+  // the queues move.
   struct Piece {
     UcxConnection* conn = nullptr;
     Transfer* t = nullptr;  // null for the setup hello
     bool recv = false;
     bool header = false;
-    size_t off = 0, len = 0;        // payload range of the message
+    size_t off = 0, len = 0;         // payload range of the message
     std::unique_ptr<char[]> bounce;  // recv landing when not placed in dst
-    size_t applied = 0;             // recv via bounce: bytes copied/reduced into dst
-    void* request = nullptr;        // UCX request until finished
+    size_t applied = 0;              // recv via bounce: bytes copied/reduced into dst
+    void* request = nullptr;         // UCX request until finished
     bool finished = false;
     ucs_status_t status = UCS_OK;
     ucp_tag_recv_info_t info{};  // recv: what arrived (length)

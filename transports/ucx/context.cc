@@ -2,6 +2,8 @@
 // the worker, address exchange and one endpoint per peer.
 #include "transports/ucx/context.h"
 
+#include <poll.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <iterator>
@@ -140,13 +142,14 @@ UcxContext::~UcxContext() = default;
 Result<std::vector<std::unique_ptr<Connection>>> UcxContext::Connect(
     Exchange& exchange, int rank, const std::vector<int>& peers,
     const std::vector<UcxRankInfo>& ranks, Deadline deadline) {
-  LOOM_ASSIGN_OR_RETURN(auto hex, exchange.AllGather("ucx-worker-address", ToHex(address_), deadline));
+  LOOM_ASSIGN_OR_RETURN(auto hex,
+                        exchange.AllGather("ucx-worker-address", ToHex(address_), deadline));
   std::vector<std::string> addresses;
   for (size_t r = 0; r < hex.size(); ++r) {
     LOOM_ASSIGN_OR_RETURN(std::string a, FromHex(hex[r], static_cast<int>(r)));
     addresses.push_back(std::move(a));
   }
-  return Connect(rank, peers, addresses, ranks);
+  return Connect(rank, peers, addresses, ranks, deadline);
 }
 
 // Per endpoint: PEER error handling when UCX_TLS leaves a transport that
@@ -155,7 +158,7 @@ Result<std::vector<std::unique_ptr<Connection>>> UcxContext::Connect(
 // same configuration, so their endpoints agree.
 Result<std::vector<std::unique_ptr<Connection>>> UcxContext::Connect(
     int rank, const std::vector<int>& peers, const std::vector<std::string>& addresses,
-    const std::vector<UcxRankInfo>& ranks) {
+    const std::vector<UcxRankInfo>& ranks, Deadline deadline) {
   const int size = static_cast<int>(ranks.size());
   if (rank < 0 || rank >= size || addresses.size() != ranks.size()) {
     return InvalidArgument("UCX connect: rank " + std::to_string(rank) + " with " +
@@ -187,7 +190,43 @@ Result<std::vector<std::unique_ptr<Connection>>> UcxContext::Connect(
                   : "pid checks (error handling mode NONE)");
     conns.push_back(std::move(c));
   }
+  LOOM_TRY(Handshake(conns, deadline));
   return conns;
+}
+
+// Hello each way on every endpoint; meanwhile the worker is progressed and,
+// when idle, slept on like the engine does (short naps keep the deadline).
+Status UcxContext::Handshake(const std::vector<std::unique_ptr<Connection>>& conns,
+                             Deadline deadline) {
+  std::vector<UcxConnection*> waiting;
+  for (const auto& c : conns) {
+    auto* u = static_cast<UcxConnection*>(c.get());
+    LOOM_TRY(u->PostHello());
+    waiting.push_back(u);
+  }
+  std::vector<pollfd> fds;
+  while (!waiting.empty()) {
+    worker_->Progress();
+    for (size_t i = 0; i < waiting.size();) {
+      LOOM_ASSIGN_OR_RETURN(bool done, waiting[i]->HelloDone());
+      if (done) {
+        waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+    if (waiting.empty()) break;
+    if (deadline.expired()) {
+      std::string who;
+      for (UcxConnection* u : waiting) who += (who.empty() ? "" : ", ") + u->Describe();
+      return TimeoutError("UCX connection setup: no hello from " + who +
+                          " before the deadline (did that rank reach communicator setup?)");
+    }
+    fds.clear();
+    worker_->AppendPollFd(&fds, false);
+    (void)::poll(fds.data(), fds.size(), static_cast<int>(deadline.RemainingMs(10)));
+  }
+  return Status::Ok();
 }
 
 }  // namespace loom

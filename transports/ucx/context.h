@@ -64,24 +64,27 @@ class UcxContext {
 
   // Collective over every rank of `exchange` (each calls it, with an empty
   // `peers` when it has no UCX peer): all-gathers the worker addresses under
-  // the tag "ucx-worker-address", then creates one endpoint per peer.
-  // `ranks[r]` describes rank r; `rank` is this rank. Returns connections
-  // indexed like `peers`. Endpoint creation is local (UCX wires up lazily),
-  // so the caller should barrier before the first transfer only if it needs
-  // every peer to exist; errors surface on the first transfer otherwise.
+  // the tag "ucx-worker-address", then connects as below. `ranks[r]`
+  // describes rank r; `rank` is this rank. Returns connections indexed like
+  // `peers`.
   Result<std::vector<std::unique_ptr<Connection>>> Connect(Exchange& exchange, int rank,
                                                            const std::vector<int>& peers,
                                                            const std::vector<UcxRankInfo>& ranks,
                                                            Deadline deadline);
 
   // The same with the addresses already known (e.g. published in the setup
-  // record): `addresses[r]` is rank r's address(). Not collective.
-  Result<std::vector<std::unique_ptr<Connection>>> Connect(int rank, const std::vector<int>& peers,
-                                                           const std::vector<std::string>& addresses,
-                                                           const std::vector<UcxRankInfo>& ranks);
+  // record): `addresses[r]` is rank r's address(). Creates one endpoint per
+  // peer and exchanges a hello over each, so it blocks until every peer has
+  // made its side (each peer calls Connect at about the same time) or the
+  // deadline (TimeoutError naming the peers not heard from). A peer that
+  // failed is a RemoteError, one UCX cannot reach a SystemError.
+  Result<std::vector<std::unique_ptr<Connection>>> Connect(
+      int rank, const std::vector<int>& peers, const std::vector<std::string>& addresses,
+      const std::vector<UcxRankInfo>& ranks, Deadline deadline);
 
  private:
   UcxContext() = default;
+  Status Handshake(const std::vector<std::unique_ptr<Connection>>& conns, Deadline deadline);
 
   std::shared_ptr<UcxWorker> worker_;
   std::string address_;

@@ -3,6 +3,7 @@
 // NONE plus pid checks): awkward sizes, ordering, reduce-on-receive with a
 // gated forward, gated receives, mismatches and failures named.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -97,9 +98,12 @@ enum class Tls { kTcp, kSm, kPosix };
 
 const char* TlsValue(Tls tls) {
   switch (tls) {
-    case Tls::kTcp: return "tcp";
-    case Tls::kSm: return "sm,self";
-    case Tls::kPosix: return "posix,self";
+    case Tls::kTcp:
+      return "tcp";
+    case Tls::kSm:
+      return "sm,self";
+    case Tls::kPosix:
+      return "posix,self";
   }
   return "";
 }
@@ -174,8 +178,8 @@ Transfer Recv(int peer, void* dst, size_t bytes, OpKind kind = OpKind::kInternal
 }
 
 // Runs rank 0's and rank 1's transfers concurrently.
-void RunBoth(Pair* p, std::vector<Transfer>* t0, std::vector<Transfer>* t1, Status* s0,
-             Status* s1, Deadline d = Deadline::After(seconds(20))) {
+void RunBoth(Pair* p, std::vector<Transfer>* t0, std::vector<Transfer>* t1, Status* s0, Status* s1,
+             Deadline d = Deadline::After(seconds(20))) {
   std::thread a([&] { *s0 = p->engine[0]->Run(*t0, d); });
   std::thread b([&] { *s1 = p->engine[1]->Run(*t1, d); });
   a.join();
@@ -376,9 +380,12 @@ TEST_P(UcxTest, AbortWakesASleepingWait) {
 INSTANTIATE_TEST_SUITE_P(Tls, UcxTest, ::testing::Values(Tls::kTcp, Tls::kSm, Tls::kPosix),
                          [](const auto& info) {
                            switch (info.param) {
-                             case Tls::kTcp: return "Tcp";
-                             case Tls::kSm: return "SmSelf";
-                             case Tls::kPosix: return "PosixSelf";
+                             case Tls::kTcp:
+                               return "Tcp";
+                             case Tls::kSm:
+                               return "SmSelf";
+                             case Tls::kPosix:
+                               return "PosixSelf";
                            }
                            return "?";
                          });
@@ -402,14 +409,27 @@ TEST(UcxTransport, ClosedPeerIsARemoteErrorNamingIt) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(10));
 }
 
-TEST(UcxTransport, VanishedSameHostPeerIsFoundByItsPid) {
-  // Shared-memory endpoints cannot report peer failure; the pid check does.
-  // A child that has exited stands in for rank 0's process.
+// Shared-memory endpoints cannot report peer failure; the pid check does.
+// A child process stands in for rank 0's process (as rank 1 sees it).
+pid_t SpawnStandIn() {
   pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) _exit(0);
-  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  return child;
+}
+
+void Reap(pid_t child) {
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+}
+
+TEST(UcxTransport, VanishedSameHostPeerIsFoundByItsPid) {
+  const pid_t child = SpawnStandIn();
+  ASSERT_GT(child, 0);
   auto p = MakePair(Tls::kSm, child);
+  Reap(child);
   ASSERT_NE(p, nullptr);
   std::vector<char> b(10);
   Transfer t = Recv(0, b.data(), 10);
@@ -417,6 +437,24 @@ TEST(UcxTransport, VanishedSameHostPeerIsFoundByItsPid) {
   EXPECT_EQ(s.code(), Code::kRemoteError) << s.ToString();
   EXPECT_NE(s.message().find("rank 0 (h0"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find(std::to_string(child)), std::string::npos) << s.message();
+}
+
+TEST(UcxTransport, VanishedPeerDuringSetupIsNamed) {
+  const pid_t child = SpawnStandIn();
+  ASSERT_GT(child, 0);
+  Reap(child);
+  ScopedEnv env("UCX_TLS", "sm,self");
+  auto c0 = UcxContext::Create(UcxOptions{"lo", false});
+  auto c1 = UcxContext::Create(UcxOptions{"lo", false});
+  ASSERT_TRUE(c0.ok() && c1.ok());
+  std::vector<UcxRankInfo> ranks = {{"h0", "host", child}, {"h1", "host", getpid()}};
+  // Rank 0 never connects: its (dead) pid is found before the deadline.
+  auto conns = (*c1)->Connect(1, {0}, {(*c0)->address(), (*c1)->address()}, ranks,
+                              Deadline::After(seconds(20)));
+  ASSERT_FALSE(conns.ok());
+  EXPECT_EQ(conns.status().code(), Code::kRemoteError) << conns.status().ToString();
+  EXPECT_NE(conns.status().message().find("rank 0 (h0"), std::string::npos)
+      << conns.status().ToString();
 }
 
 TEST(UcxTransport, RefusedPeerModeFallsBackPerEndpoint) {
@@ -431,14 +469,21 @@ TEST(UcxTransport, RefusedPeerModeFallsBackPerEndpoint) {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     c = std::move(r).value();
   }
-  std::vector<std::unique_ptr<Connection>> conns[2];
+  const std::vector<std::string> addrs = {p->ctx[0]->address(), p->ctx[1]->address()};
+  Result<std::vector<std::unique_ptr<Connection>>> cs[2] = {InternalError("-"), InternalError("-")};
+  std::thread th[2];
   for (int r = 0; r < 2; ++r) {
-    auto cs = p->ctx[r]->Connect(r, {1 - r}, {p->ctx[0]->address(), p->ctx[1]->address()}, ranks);
-    ASSERT_TRUE(cs.ok()) << cs.status().ToString();
-    auto* c = static_cast<UcxConnection*>(cs.value()[0].get());
+    th[r] = std::thread([&, r] {
+      cs[r] = p->ctx[r]->Connect(r, {1 - r}, addrs, ranks, Deadline::After(seconds(10)));
+    });
+  }
+  for (auto& t : th) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(cs[r].ok()) << cs[r].status().ToString();
+    auto* c = static_cast<UcxConnection*>(cs[r].value()[0].get());
     EXPECT_EQ(c->failure_detection(), UcxConnection::FailureDetection::kPid);
     std::vector<std::unique_ptr<Connection>> v(2);
-    v[1 - r] = std::move(cs.value()[0]);
+    v[1 - r] = std::move(cs[r].value()[0]);
     Engine::Options o;
     o.rank = r;
     p->engine[r] = std::make_unique<Engine>(o, std::move(v));
@@ -450,6 +495,22 @@ TEST(UcxTransport, RefusedPeerModeFallsBackPerEndpoint) {
   RunBoth(p.get(), &t0, &t1, &s0, &s1);
   ASSERT_TRUE(s0.ok() && s1.ok()) << s0.ToString() << s1.ToString();
   EXPECT_EQ(a, b);
+}
+
+TEST(UcxContextTest, ConnectTimesOutNamingAPeerThatNeverConnects) {
+  ScopedEnv env("UCX_TLS", "tcp");
+  auto c0 = UcxContext::Create(UcxOptions{"lo", false});
+  auto c1 = UcxContext::Create(UcxOptions{"lo", false});
+  ASSERT_TRUE(c0.ok() && c1.ok());
+  std::vector<UcxRankInfo> ranks = {{"h0", "a", getpid()}, {"h1", "b", getpid()}};
+  const auto start = std::chrono::steady_clock::now();
+  auto conns = (*c1)->Connect(1, {0}, {(*c0)->address(), (*c1)->address()}, ranks,
+                              Deadline::After(milliseconds(300)));
+  ASSERT_FALSE(conns.ok());
+  EXPECT_EQ(conns.status().code(), Code::kTimeout) << conns.status().ToString();
+  EXPECT_NE(conns.status().message().find("rank 0 (h0"), std::string::npos)
+      << conns.status().ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(3));
 }
 
 TEST(UcxContextTest, NetDevicesIsPinnedUnlessTheUserSetIt) {
@@ -487,7 +548,8 @@ TEST(UcxContextTest, NoTransportInCommonIsAnErrorNamingUcxTls) {
   }
   // UCX may accept the context and refuse only the endpoint.
   std::vector<UcxRankInfo> ranks = {{"h0", "a", getpid()}, {"h1", "b", getpid()}};
-  auto conns = (*c)->Connect(0, {1}, {(*c)->address(), (*c)->address()}, ranks);
+  auto conns =
+      (*c)->Connect(0, {1}, {(*c)->address(), (*c)->address()}, ranks, Deadline::After(seconds(2)));
   ASSERT_FALSE(conns.ok());
   EXPECT_NE(conns.status().message().find("UCX_TLS=no_such_transport"), std::string::npos)
       << conns.status().ToString();
@@ -497,9 +559,12 @@ TEST(UcxContextTest, ConnectRejectsBadArguments) {
   auto c = UcxContext::Create(UcxOptions{"lo", false});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   std::vector<UcxRankInfo> ranks(2);
-  EXPECT_EQ((*c)->Connect(0, {0}, {"x", "y"}, ranks).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ((*c)->Connect(0, {1}, {"x"}, ranks).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ((*c)->Connect(0, {1}, {"x", ""}, ranks).status().code(), Code::kInternalError);
+  EXPECT_EQ((*c)->Connect(0, {0}, {"x", "y"}, ranks, Deadline::After(seconds(1))).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ((*c)->Connect(0, {1}, {"x"}, ranks, Deadline::After(seconds(1))).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ((*c)->Connect(0, {1}, {"x", ""}, ranks, Deadline::After(seconds(1))).status().code(),
+            Code::kInternalError);
 }
 
 TEST(UcxContextTest, SharedMemoryOnlyTls) {

@@ -166,16 +166,15 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist);
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                            ncclConfig_t* config);
 
-/* Waits for every issued operation, then for every rank to call it (loom's
- * teardown is collective). A thread holding several ranks of one communicator
- * should skip it, as ncclCommDestroy finalizes, or call it from one thread
- * per rank. */
+/* Waits for every operation this rank issued on comm (bounded by the
+ * timeout), then says goodbye to the other ranks. Not collective: it does not
+ * wait for the other ranks, so one thread may finalize several ranks in turn. */
 ncclResult_t ncclCommFinalize(ncclComm_t comm);
-/* Frees comm: finalizes it unless that was done, so it returns once every
- * rank has reached its own ncclCommDestroy/ncclCommFinalize (bounded by the
- * timeout). Ranks created together in this process (ncclCommInitAll, a
- * group, or their splits) may be destroyed one after another by one thread.
- * NULL is accepted and does nothing, as in NCCL. */
+/* Frees comm: finalizes it unless that was done (see ncclCommFinalize), so it
+ * returns once this rank's own operations completed. Not collective: ranks
+ * created together in this process (ncclCommInitAll, a group, or their
+ * splits) may be destroyed one after another by one thread. NULL is accepted
+ * and does nothing, as in NCCL. */
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 /* Fails pending operations at once, then frees comm. NULL does nothing. */
 ncclResult_t ncclCommAbort(ncclComm_t comm);
