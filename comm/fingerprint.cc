@@ -48,7 +48,6 @@ Fingerprint LocalFingerprint() {
   fp.emplace_back("NCCL_SOCKET_NTHREADS", std::to_string(params::kSocketNthreads.Get()));
   fp.emplace_back("NCCL_NSOCKS_PERTHREAD", std::to_string(params::kNsocksPerthread.Get()));
   fp.emplace_back("NCCL_ALGO", params::kAlgo.Get());
-  fp.emplace_back("LOOM_REQUIRE_TRANSPORT", params::kRequireTransport.Get());
   fp.emplace_back("NCCL_PROTO", EnvValue("PROTO"));
   return fp;
 }
