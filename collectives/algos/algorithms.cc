@@ -258,6 +258,7 @@ Status PairwiseAllToAll(Engine& e, int r, const CollArgs& a, Scratch& scratch, D
   const size_t bb = a.count * SizeOf(a.type);
   const char* send = static_cast<const char*>(a.send);
   char* recv = static_cast<char*>(a.recv);
+  if (bb == 0) return Status::Ok();
   if (send == recv) {
     char* copy = static_cast<char*>(scratch.Get(bb * n));
     std::memcpy(copy, send, bb * n);

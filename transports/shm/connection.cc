@@ -64,6 +64,7 @@ Status ShmConnection::CheckPeerAlive() const {
 }
 
 Status ShmConnection::ProbePeerRead(void* dst, uint64_t remote, size_t bytes) const {
+  if (bytes == 0) return Status::Ok();
   if (peer_pid_ == getpid()) {
     std::memcpy(dst, reinterpret_cast<const void*>(remote), bytes);
     return Status::Ok();
