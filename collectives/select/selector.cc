@@ -142,6 +142,9 @@ double PredictUs(OpKind kind, Algo algo, size_t bytes, int n, const LinkModel& l
   const double r_us = direct ? static_cast<double>(bytes) / (link.peer_read_gbs * 1e3) : inf;
   const double steps_log = CeilLog2(n);
   const bool pow2 = (n & (n - 1)) == 0;
+  // Each single-copy read is a system call that pins the peer's pages: a
+  // fixed cost per operation that only large messages amortise.
+  constexpr double kPeerReadSetupUs = 20.0;
   switch (kind) {
     case OpKind::kAllReduce:
       if (algo == Algo::kRing) return 2.0 * (n - 1) * a + 2.0 * (n - 1) / n * b_us;
@@ -151,18 +154,20 @@ double PredictUs(OpKind kind, Algo algo, size_t bytes, int n, const LinkModel& l
       }
       if (algo == Algo::kTree) return 2.0 * steps_log * (a + b_us);
       // Three synchronisations, then reads of (n-1)/n of the buffer twice.
-      if (algo == Algo::kDirect) return 3.0 * a + 2.0 * (n - 1) / n * r_us;
+      if (algo == Algo::kDirect) return 3.0 * a + kPeerReadSetupUs + 2.0 * (n - 1) / n * r_us;
       break;
     case OpKind::kReduceScatter:
     case OpKind::kAllGather:
       if (algo == Algo::kRing) return (n - 1) * (a + b_us);
-      if (algo == Algo::kDirect) return 2.0 * a + (n - 1) * r_us;
+      if (algo == Algo::kDirect) return 2.0 * a + kPeerReadSetupUs + (n - 1) * r_us;
       break;
     case OpKind::kBroadcast:
       if (algo == Algo::kRing) return (n - 1) * a + b_us;  // pipelined chain
       if (algo == Algo::kTree) return steps_log * (a + b_us);
       // Every rank reads the root's buffer at once: they share its bandwidth.
-      if (algo == Algo::kDirect) return 2.0 * a + std::max(1.0, (n - 1) / 2.0) * r_us;
+      if (algo == Algo::kDirect) {
+        return 2.0 * a + kPeerReadSetupUs + std::max(1.0, (n - 1) / 2.0) * r_us;
+      }
       break;
     default:
       return (n - 1) * a + b_us;
