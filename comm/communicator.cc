@@ -131,6 +131,7 @@ Work Communicator::Impl::Submit(std::vector<CollArgs> items) {
       return Work(state);
     }
     queue_.push_back(Op{std::move(items), state});
+    queued_.fetch_add(1, std::memory_order_release);
     ++issued_;
   }
   q_cv_.notify_all();
@@ -140,12 +141,16 @@ Work Communicator::Impl::Submit(std::vector<CollArgs> items) {
 void Communicator::Impl::WorkerLoop() {
   for (;;) {
     Op op;
+    // A stream of non-blocking calls arrives microseconds apart: poll for the
+    // next one briefly before sleeping.
+    SpinFor(spin_us_, [&] { return queued_.load(std::memory_order_acquire) > 0; });
     {
       std::unique_lock<std::mutex> lock(q_mu_);
       q_cv_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !executing_); });
       if (queue_.empty()) return;
       op = std::move(queue_.front());
       queue_.pop_front();
+      queued_.fetch_sub(1, std::memory_order_relaxed);
       executing_ = true;
     }
     Status s = AsyncError();
