@@ -17,6 +17,17 @@ namespace loom {
 
 Status Work::Wait(Deadline deadline) const {
   if (state_ == nullptr) return InvalidUsage("Wait on an empty Work handle");
+  Communicator::Impl* owner = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (state_->done) return state_->status;
+    owner = state_->owner;  // alive: a pending op keeps its communicator (contract)
+  }
+  // Running an op here can take up to the op's own timeout: only a caller
+  // prepared to wait that long helps; an earlier deadline just sleeps.
+  if (owner != nullptr && (deadline.never() || deadline.at() >= Deadline::After(owner->timeout).at())) {
+    owner->HelpUntil(state_.get());
+  }
   std::unique_lock<std::mutex> lock(state_->mu);
   if (!state_->cv.wait_until(lock, deadline.at(), [&] { return state_->done; })) {
     return TimeoutError("operation still running at the caller's deadline");
@@ -124,6 +135,7 @@ Work Communicator::Impl::Issue(CollArgs args) {
 
 Work Communicator::Impl::Submit(std::vector<CollArgs> items) {
   auto state = std::make_shared<Work::State>();
+  state->owner = this;
   {
     std::lock_guard<std::mutex> lock(q_mu_);
     if (finalized_) {
@@ -138,31 +150,48 @@ Work Communicator::Impl::Submit(std::vector<CollArgs> items) {
   return Work(state);
 }
 
+// Runs the front op of the queue on the calling thread; lock holds q_mu_ and
+// the caller has checked that an op is queued and none is executing.
+void Communicator::Impl::RunFront(std::unique_lock<std::mutex>& lock) {
+  Op op = std::move(queue_.front());
+  queue_.pop_front();
+  queued_.fetch_sub(1, std::memory_order_relaxed);
+  executing_ = true;
+  lock.unlock();
+  Status s = AsyncError();
+  if (s.ok()) s = Execute(op.items);
+  if (!s.ok()) Fail(s);
+  op.state->Complete(s);
+  lock.lock();
+  executing_ = false;
+  ++completed_;
+  q_cv_.notify_all();
+}
+
 void Communicator::Impl::WorkerLoop() {
   for (;;) {
-    Op op;
     // A stream of non-blocking calls arrives microseconds apart: poll for the
     // next one briefly before sleeping.
     SpinFor(spin_us_, [&] { return queued_.load(std::memory_order_acquire) > 0; });
+    std::unique_lock<std::mutex> lock(q_mu_);
+    q_cv_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !executing_); });
+    if (queue_.empty()) return;
+    RunFront(lock);
+  }
+}
+
+// A thread waiting for `target` runs queued ops itself (in order, one
+// executor at a time) instead of sleeping until the worker wakes up: the
+// wake-ups at both ends of a batch of non-blocking calls disappear.
+void Communicator::Impl::HelpUntil(const Work::State* target) {
+  std::unique_lock<std::mutex> lock(q_mu_);
+  for (;;) {
     {
-      std::unique_lock<std::mutex> lock(q_mu_);
-      q_cv_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !executing_); });
-      if (queue_.empty()) return;
-      op = std::move(queue_.front());
-      queue_.pop_front();
-      queued_.fetch_sub(1, std::memory_order_relaxed);
-      executing_ = true;
+      std::lock_guard<std::mutex> done_lock(const_cast<Work::State*>(target)->mu);
+      if (target->done) return;
     }
-    Status s = AsyncError();
-    if (s.ok()) s = Execute(op.items);
-    if (!s.ok()) Fail(s);
-    op.state->Complete(s);
-    {
-      std::lock_guard<std::mutex> lock(q_mu_);
-      executing_ = false;
-      ++completed_;
-    }
-    q_cv_.notify_all();
+    if (executing_ || queue_.empty()) return;  // someone else runs it: sleep on the Work
+    RunFront(lock);
   }
 }
 

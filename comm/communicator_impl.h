@@ -46,11 +46,15 @@ struct Work::State {
   std::condition_variable cv;
   bool done = false;
   Status status;
+  // The communicator that runs this op, so a waiter can run queued ops
+  // itself (HelpUntil); null once the op can no longer be helped along.
+  Communicator::Impl* owner = nullptr;
 
   void Complete(Status s) {
     std::lock_guard<std::mutex> lock(mu);
     status = std::move(s);
     done = true;
+    owner = nullptr;  // a finished op never touches its communicator again
     cv.notify_all();
   }
 };
@@ -77,6 +81,9 @@ class Communicator::Impl {
   Status IssueBlocking(const CollArgs& args);
   Work Submit(std::vector<CollArgs> items);  // queues a batch now
   Status Drain(Deadline deadline);      // waits until every issued op completed
+  // Runs queued ops on this thread until `target` is done or another thread
+  // is executing (then the caller sleeps on the Work as usual).
+  void HelpUntil(const Work::State* target);
   Status Finalize();
   void Abort(const Status& why);
   Status AsyncError() const;
@@ -92,6 +99,7 @@ class Communicator::Impl {
   friend class Communicator;
   Status Validate(const CollArgs& a) const;
   void WorkerLoop();
+  void RunFront(std::unique_lock<std::mutex>& lock);
   Status Execute(std::span<const CollArgs> items);
   Status RunOne(const CollArgs& a, Deadline deadline);
   Deadline OpDeadline() const;
@@ -102,8 +110,10 @@ class Communicator::Impl {
   std::unique_ptr<bootstrap::StoreClient> store_;
   std::unique_ptr<ShmContext> shm_;
   std::unique_ptr<TcpContext> tcp_;
-  std::unique_ptr<Engine> engine_;
+  // Before engine_, so destroyed after it: a failed op abandons transfers
+  // that a transport (UCX) may still read or write until the engine closes.
   Scratch scratch_;
+  std::unique_ptr<Engine> engine_;
   AlgoFilter algo_filter_;
   uint32_t algo_warned_ = 0;  // bit per OpKind: NCCL_ALGO fallback already logged
   LinkModel link_;

@@ -163,8 +163,24 @@ ncclResult_t Api(const char* func, Body&& body) noexcept {
 
 // --- argument conversion and checks ---
 
-loom::Result<loom::DataType> ToLoom(ncclDataType_t type) {
-  int v = static_cast<int>(type);
+// The enums arrive by reference and are read as their int bytes: a C
+// caller may pass any int, and loading a C++ enum outside its range (e.g.
+// (ncclDataType_t)42) is undefined, so the range check must not load it.
+int RawEnum(const ncclDataType_t& e) {
+  static_assert(sizeof(ncclDataType_t) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+int RawEnum(const ncclRedOp_t& e) {
+  static_assert(sizeof(ncclRedOp_t) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+loom::Result<loom::DataType> ToLoom(const ncclDataType_t& type) {
+  const int v = RawEnum(type);
   if (v < 0 || v >= ncclNumTypes) {
     return loom::InvalidArgument(
         Printf("datatype %d is not an ncclDataType_t (valid: 0..%d)", v, ncclNumTypes - 1));
@@ -173,8 +189,8 @@ loom::Result<loom::DataType> ToLoom(ncclDataType_t type) {
 }
 
 // Only the built-in operators: loom has no ncclRedOpCreatePreMulSum.
-loom::Result<loom::RedOp> ToLoom(ncclRedOp_t op) {
-  int v = static_cast<int>(op);
+loom::Result<loom::RedOp> ToLoom(const ncclRedOp_t& op) {
+  const int v = RawEnum(op);
   if (v < 0 || v >= ncclNumOps) {
     return loom::InvalidArgument(
         Printf("reduction op %d is not a built-in ncclRedOp_t (valid: 0..%d)", v, ncclNumOps - 1));

@@ -184,6 +184,15 @@ void RunBoth(Pair* p, std::vector<Transfer>* t0, std::vector<Transfer>* t1, Stat
   std::thread b([&] { *s1 = p->engine[1]->Run(*t1, d); });
   a.join();
   b.join();
+  // A failed Run abandons its transfers, and UCX may still read or write
+  // their buffers until the endpoint closes (a communicator, too, is closed
+  // before the application frees them): close both ranks while the
+  // caller's buffers live, so a failing test reports its failure rather
+  // than a use-after-free in the teardown.
+  if (!s0->ok() || !s1->ok()) {
+    p->engine[0].reset();
+    p->engine[1].reset();
+  }
 }
 
 std::vector<uint8_t> Pattern(size_t bytes, unsigned seed) {
