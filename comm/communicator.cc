@@ -143,7 +143,6 @@ Work Communicator::Impl::Submit(std::vector<CollArgs> items) {
       return Work(state);
     }
     queue_.push_back(Op{std::move(items), state});
-    queued_.fetch_add(1, std::memory_order_release);
     ++issued_;
   }
   q_cv_.notify_all();
@@ -155,7 +154,6 @@ Work Communicator::Impl::Submit(std::vector<CollArgs> items) {
 void Communicator::Impl::RunFront(std::unique_lock<std::mutex>& lock) {
   Op op = std::move(queue_.front());
   queue_.pop_front();
-  queued_.fetch_sub(1, std::memory_order_relaxed);
   executing_ = true;
   lock.unlock();
   Status s = AsyncError();
@@ -170,9 +168,8 @@ void Communicator::Impl::RunFront(std::unique_lock<std::mutex>& lock) {
 
 void Communicator::Impl::WorkerLoop() {
   for (;;) {
-    // A stream of non-blocking calls arrives microseconds apart: poll for the
-    // next one briefly before sleeping.
-    SpinFor(spin_us_, [&] { return queued_.load(std::memory_order_acquire) > 0; });
+    // No polling here: a waiting caller runs queued ops itself (HelpUntil),
+    // and a spinning worker would take the core that caller needs.
     std::unique_lock<std::mutex> lock(q_mu_);
     q_cv_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !executing_); });
     if (queue_.empty()) return;

@@ -25,22 +25,6 @@
 
 namespace loom {
 
-// Polls `ready` for up to `us` microseconds; true as soon as it holds. Used
-// before sleeping on a condition variable: a hand-off between threads that
-// are both awake costs far less than a futex wake-up.
-template <typename Pred>
-bool SpinFor(int us, Pred ready) {
-  if (us <= 0) return ready();
-  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
-  for (unsigned i = 1;; ++i) {
-    if (ready()) return true;
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-    if ((i & 63) == 0 && std::chrono::steady_clock::now() >= until) return ready();
-  }
-}
-
 struct Work::State {
   std::mutex mu;
   std::condition_variable cv;
@@ -132,8 +116,6 @@ class Communicator::Impl {
   uint64_t issued_ = 0, completed_ = 0;
   bool stopping_ = false;
   bool executing_ = false;  // an op runs (worker or inline caller): one at a time
-  std::atomic<uint64_t> queued_{0};  // queue_.size(), readable without the lock
-  int spin_us_ = 0;                  // LOOM_SPIN_US: polling before sleeping
   bool finalized_ = false;
   std::thread worker_;
 };

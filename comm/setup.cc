@@ -347,7 +347,6 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   Engine::Options eo;
   eo.rank = rank;
   eo.spin_us = static_cast<int>(params::kSpinUs.Get());
-  impl->spin_us_ = eo.spin_us;
   eo.doorbell = doorbell;
   eo.abort = &impl->abort_;
   eo.abort_status = [raw] {

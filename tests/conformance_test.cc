@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,13 @@ struct Param {
   int sockets = 1;  // TCP sockets per peer (NCCL_NSOCKS_PERTHREAD)
   const char* algo = nullptr;  // NCCL_ALGO for the whole case
 };
+
+// What --gtest_list_tests shows (and CTest puts in the test names): without
+// it gtest prints the struct's bytes, padding included, which vary per run.
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << (p.tcp ? "tcp" : "shm") << " ranks=" << p.ranks << " sockets=" << p.sockets
+      << " algo=" << (p.algo != nullptr ? p.algo : "default");
+}
 
 class Conformance : public ::testing::TestWithParam<Param> {
  protected:
