@@ -10,9 +10,10 @@
 //    fast-math, so no flush-to-zero);
 //  - every NaN a reduction produces is the canonical quiet NaN; GPUs make
 //    0x7FFFFFFF by default, so the canonicalisation is not optional here;
-//  - fp16/bf16 widen to fp32, combine, narrow with nearest-even; the
-//    conversions below mirror reduce.h's bit for bit (including NaN
-//    payloads) instead of using the hardware ones, whose NaN results differ;
+//  - fp16/bf16 widen to fp32, combine, narrow with nearest-even, with the
+//    CPU kernels' own conversions (half.h: the same source on both sides,
+//    NaN payloads included) instead of the hardware ones, whose NaN results
+//    differ;
 //  - the kAvg division keeps a NaN's payload (quieted), as x86 division
 //    does, because it is not a reduction of two values.
 #pragma once
@@ -21,12 +22,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#if defined(__CUDACC__)
-#define LOOM_HD __host__ __device__ __forceinline__
-#else
-#include <bit>
-#define LOOM_HD inline
-#endif
+#include "collectives/reduce/half.h"  // LOOM_HD and the fp16/bf16 conversions
 
 namespace loom::cuda_reduce {
 
@@ -75,56 +71,8 @@ LOOM_HD double Quiet(double x) {
   return FromBits(Bits(x) | 0x0008000000000000u);
 }
 
-// --- fp16 / bf16 conversions (mirror reduce.h) ------------------------------
-
-LOOM_HD float HalfToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1Fu;
-  uint32_t mant = h & 0x3FFu;
-  if (exp == 0x1F) {
-    return FromBits(sign | 0x7F800000u | (mant << 13) | (mant != 0 ? 0x00400000u : 0u));
-  }
-  if (exp != 0) return FromBits(sign | ((exp + 112) << 23) | (mant << 13));
-  if (mant == 0) return FromBits(sign);
-  uint32_t e = 113;  // subnormal half: normalise into a normal float
-  while ((mant & 0x400u) == 0) {
-    mant <<= 1;
-    --e;
-  }
-  return FromBits(sign | (e << 23) | ((mant & 0x3FFu) << 13));
-}
-
-LOOM_HD uint16_t FloatToHalf(float f) {
-  const uint32_t x = Bits(f);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t abs = x & 0x7FFFFFFFu;
-  if (abs > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u | ((abs >> 13) & 0x1FFu));
-  if (abs >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);
-  if (abs < 0x38800000u) {
-    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
-    const uint32_t e = abs >> 23;
-    const uint32_t m = (abs & 0x7FFFFFu) | 0x800000u;
-    const uint32_t shift = 126 - e;
-    const uint32_t q = m >> shift;
-    const uint32_t rem = m & ((1u << shift) - 1);
-    const uint32_t half = 1u << (shift - 1);
-    const uint32_t up = (rem > half || (rem == half && (q & 1u))) ? 1u : 0u;
-    return static_cast<uint16_t>(sign | (q + up));
-  }
-  const uint32_t rebased = abs - (112u << 23);
-  const uint32_t rounded = rebased + 0xFFFu + ((rebased >> 13) & 1u);
-  return static_cast<uint16_t>(sign | (rounded >> 13));
-}
-
-LOOM_HD float Bf16ToFloat(uint16_t b) {
-  return FromBits(static_cast<uint32_t>(b) << 16);
-}
-
-LOOM_HD uint16_t FloatToBf16(float f) {
-  const uint32_t x = Bits(f);
-  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);
-  return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
-}
+// fp16/bf16 conversions: loom::HalfToFloat and friends from half.h, shared
+// with the CPU kernels.
 
 // --- operators on computation types (integers, float, double) ---------------
 
