@@ -16,7 +16,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
