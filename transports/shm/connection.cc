@@ -13,9 +13,36 @@
 
 namespace loom {
 
+#if defined(__SANITIZE_THREAD__)
+#define LOOM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define LOOM_TSAN 1
+#endif
+#endif
+#ifdef LOOM_TSAN
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+#endif
+
 namespace {
 constexpr uint64_t kPad = 8;
 uint64_t RoundUp(uint64_t v) { return (v + kPad - 1) & ~(kPad - 1); }
+
+// The receiver's half of ShmFifoControl::creator_view: acquire after loading
+// head, release before storing tail, on the sender's address of the index,
+// where the sender's own atomics already release and acquire. No-ops
+// without TSan or across processes (key null).
+void TsanAcquire([[maybe_unused]] std::atomic<uint64_t>* key) {
+#ifdef LOOM_TSAN
+  if (key != nullptr) __tsan_acquire(key);
+#endif
+}
+void TsanRelease([[maybe_unused]] std::atomic<uint64_t>* key) {
+#ifdef LOOM_TSAN
+  if (key != nullptr) __tsan_release(key);
+#endif
+}
 }  // namespace
 
 ShmConnection::ShmConnection(int peer, std::string peer_host, pid_t peer_pid, ShmSegment out,
@@ -37,6 +64,9 @@ ShmConnection::ShmConnection(int peer, std::string peer_host, pid_t peer_pid, Sh
   cached_out_tail_ = out_->tail.load(std::memory_order_acquire);
   tail_ = in_->tail.load(std::memory_order_relaxed);
   cached_in_head_ = in_->head.load(std::memory_order_acquire);
+#ifdef LOOM_TSAN
+  if (peer_pid_ == getpid()) tsan_in_ = reinterpret_cast<ShmFifoControl*>(in_->creator_view);
+#endif
 }
 
 void ShmConnection::PostSend(Transfer* t) {
@@ -143,6 +173,11 @@ bool ShmConnection::ProgressSend() {
   return true;
 }
 
+void ShmConnection::LoadInHead() {
+  cached_in_head_ = in_->head.load(std::memory_order_acquire);
+  TsanAcquire(tsan_in_ != nullptr ? &tsan_in_->head : nullptr);
+}
+
 // Consumes from the peer's FIFO into (or reduces into) the front receives.
 Result<bool> ShmConnection::ProgressRecv() {
   const uint64_t start = tail_;
@@ -152,7 +187,7 @@ Result<bool> ShmConnection::ProgressRecv() {
     uint64_t avail = cached_in_head_ - tail_;
     if (!t->header_done) {
       if (avail < sizeof(MessageHeader)) {
-        cached_in_head_ = in_->head.load(std::memory_order_acquire);
+        LoadInHead();
         avail = cached_in_head_ - tail_;
         if (avail < sizeof(MessageHeader)) break;
       }
@@ -171,7 +206,7 @@ Result<bool> ShmConnection::ProgressRecv() {
     const size_t esize = t->reduce_with != nullptr ? SizeOf(t->type) : 1;
     while (t->done < allowed) {
       if (avail < esize) {
-        cached_in_head_ = in_->head.load(std::memory_order_acquire);
+        LoadInHead();
         avail = cached_in_head_ - tail_;
         if (avail < esize) break;
       }
@@ -194,13 +229,14 @@ Result<bool> ShmConnection::ProgressRecv() {
     if (t->done < t->bytes) break;
     uint64_t pad = RoundUp(tail_) - tail_;
     if (pad > avail) {
-      cached_in_head_ = in_->head.load(std::memory_order_acquire);
+      LoadInHead();
       if (pad > cached_in_head_ - tail_) break;
     }
     tail_ += pad;
     recvs_.pop_front();
   }
   if (tail_ != start) {
+    TsanRelease(tsan_in_ != nullptr ? &tsan_in_->tail : nullptr);
     in_->tail.store(tail_, std::memory_order_release);
     RingDoorbell(peer_bell_);
   }

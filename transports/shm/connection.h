@@ -21,6 +21,11 @@ struct ShmFifoControl {
   alignas(64) std::atomic<uint64_t> tail;  // bytes ever consumed (receiver only)
   alignas(64) uint64_t capacity;            // multiple of 8
   uint64_t magic;
+  // The creator's (sender's) address of this block. Ranks that are threads
+  // of one process map a FIFO twice, at different addresses, so TSan cannot
+  // pair the head/tail release with its acquire: the receiver announces
+  // both on the sender's address (TSan builds only; see connection.cc).
+  uint64_t creator_view;
 };
 inline constexpr size_t kShmDataOffset = 192;
 static_assert(sizeof(ShmFifoControl) <= kShmDataOffset);
@@ -58,6 +63,7 @@ class ShmConnection final : public Connection {
  private:
   bool ProgressSend();
   Result<bool> ProgressRecv();
+  void LoadInHead();  // cached_in_head_ = the peer's head (acquire)
   std::string PeerDesc() const;
 
   int peer_;
@@ -76,6 +82,7 @@ class ShmConnection final : public Connection {
   uint64_t head_ = 0, tail_ = 0;
   uint64_t cached_out_tail_ = 0, cached_in_head_ = 0;
   bool peer_read_ = false;
+  ShmFifoControl* tsan_in_ = nullptr;  // in_ at the sender's address (same process, TSan)
 };
 
 }  // namespace loom
