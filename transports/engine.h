@@ -44,7 +44,9 @@ class Engine {
   // Posts every transfer (in span order: the order per peer and direction is
   // the matching order) and progresses until all complete, an error, an
   // abort, or the deadline. On error, pending transfers are abandoned: the
-  // communicator is unusable afterwards (its streams are out of step).
+  // communicator is unusable afterwards (its streams are out of step), and
+  // the abandoned transfers' buffers must stay valid until the engine is
+  // destroyed (a transport may still touch them until its connection closes).
   Status Run(std::span<Transfer> transfers, Deadline deadline);
 
   // Wakes a sleeping Run (after Abort).
