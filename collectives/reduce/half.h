@@ -14,6 +14,7 @@
 
 namespace loom {
 
+// Bit casts that work on host and device.
 namespace half_detail {
 LOOM_HD uint32_t Bits(float f) {
 #if defined(__CUDA_ARCH__)
@@ -27,6 +28,20 @@ LOOM_HD float FromBits(uint32_t u) {
   return __uint_as_float(u);
 #else
   return std::bit_cast<float>(u);
+#endif
+}
+LOOM_HD uint64_t Bits(double d) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<uint64_t>(__double_as_longlong(d));
+#else
+  return std::bit_cast<uint64_t>(d);
+#endif
+}
+LOOM_HD double FromBits(uint64_t u) {
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double(static_cast<long long>(u));
+#else
+  return std::bit_cast<double>(u);
 #endif
 }
 }  // namespace half_detail

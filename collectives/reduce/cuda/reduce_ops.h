@@ -26,36 +26,9 @@
 
 namespace loom::cuda_reduce {
 
-// --- bit casts that work on both sides --------------------------------------
-
-LOOM_HD uint32_t Bits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  return std::bit_cast<uint32_t>(f);
-#endif
-}
-LOOM_HD float FromBits(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  return std::bit_cast<float>(u);
-#endif
-}
-LOOM_HD uint64_t Bits(double d) {
-#if defined(__CUDA_ARCH__)
-  return static_cast<uint64_t>(__double_as_longlong(d));
-#else
-  return std::bit_cast<uint64_t>(d);
-#endif
-}
-LOOM_HD double FromBits(uint64_t u) {
-#if defined(__CUDA_ARCH__)
-  return __longlong_as_double(static_cast<long long>(u));
-#else
-  return std::bit_cast<double>(u);
-#endif
-}
+// Bit casts that work on both sides: half.h's.
+using half_detail::Bits;
+using half_detail::FromBits;
 
 LOOM_HD float CanonicalNaN(float) {
   return FromBits(uint32_t{0x7FC00000u});
