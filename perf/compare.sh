@@ -3,7 +3,9 @@
 # prints busbw ratios with medians over repeats, plus the memcpy limit
 # measured in the same run. Needs the anchor packages:
 #   apt-get install -y openmpi-bin libopenmpi-dev libgloo-dev
-# usage: perf/compare.sh [-r REPEAT] [-n NP] [-t shm|tcp] [-o ops] [-b MIN] [-e MAX] [-f F] [--gloo] [--out DIR]
+# usage: perf/compare.sh [-r REPEAT] [-n NP] [-t shm|tcp] [-o ops] [-b MIN] [-e MAX] [-f F] [--gloo] [--rt] [--out DIR]
+#   --rt: run loom and every anchor alike under chrt -f 1 (root), so that
+#         background load (builds, other jobs) cannot preempt either side
 #   ops: comma list of allreduce,reduce_scatter,allgather (default all three)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -11,13 +13,14 @@ root=$(cd "$here/.." && pwd)
 ANCHORS=${ANCHORS:-$root/../shared/anchors}
 BUILD=${BUILD:-$root/build}
 REPEAT=3 NP=2 TRANSPORT=shm OPS=allreduce,reduce_scatter,allgather MINB=8 MAXB=256M FACTOR=8
-GLOO=0 OUT=""
+GLOO=0 OUT="" RT=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     -r) REPEAT=$2; shift 2 ;;  -n) NP=$2; shift 2 ;;  -t) TRANSPORT=$2; shift 2 ;;
     -o) OPS=$2; shift 2 ;;     -b) MINB=$2; shift 2 ;; -e) MAXB=$2; shift 2 ;;
     -f) FACTOR=$2; shift 2 ;;  --gloo) GLOO=1; shift ;; --out) OUT=$2; shift 2 ;;
-    -h|--help) sed -n 2,9p "$0"; exit 0 ;;
+    --rt) RT=(chrt -f 1); shift ;;
+    -h|--help) sed -n 2,11p "$0"; exit 0 ;;
     *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -41,14 +44,14 @@ loom_op() { case $1 in allreduce) echo all_reduce ;; reduce_scatter) echo reduce
 
 for ((r = 1; r <= REPEAT; r++)); do
   echo "== repeat $r/$REPEAT (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-  "$OUT/anchors/memcpy_bw" -t 1 64M 256M > "$OUT/memcpy.r$r.txt" 2>&1 || true
+  "${RT[@]}" "$OUT/anchors/memcpy_bw" -t 1 64M 256M > "$OUT/memcpy.r$r.txt" 2>&1 || true
   for op in ${OPS//,/ }; do
-    mpirun "${mpi_args[@]}" "$OUT/anchors/mpi_coll_perf" -b "$MINB" -e "$MAXB" -f "$FACTOR" -o "$op" \
+    "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/mpi_coll_perf" -b "$MINB" -e "$MAXB" -f "$FACTOR" -o "$op" \
       > "$OUT/mpi.$op.r$r.txt" 2>&1
-    env "${loom_env[@]}" "$LOOM" run -np "$NP" -- "$LOOM" perf "$(loom_op "$op")" -b "$MINB" -e "$MAXB" \
+    "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" -- "$LOOM" perf "$(loom_op "$op")" -b "$MINB" -e "$MAXB" \
       -f "$FACTOR" -w 5 -n 20 > "$OUT/loom.$op.r$r.txt" 2>&1
     if [[ $GLOO == 1 && $op == allreduce ]]; then
-      "$ANCHORS/run_gloo.sh" "$NP" -o allreduce_ring -b "$MINB" -e "$MAXB" -f "$FACTOR" \
+      "${RT[@]}" "$ANCHORS/run_gloo.sh" "$NP" -o allreduce_ring -b "$MINB" -e "$MAXB" -f "$FACTOR" \
         > "$OUT/gloo.$op.r$r.txt" 2>&1 || true
     fi
   done

@@ -13,6 +13,7 @@
 #include "collectives/reduce/reduce.h"
 #include "transports/engine.h"
 #include "transports/shm/context.h"
+#include "transports/streaming.h"
 #include "transports/tcp/connection.h"
 #include "transports/tcp/context.h"
 
@@ -111,7 +112,8 @@ class TransportTest : public ::testing::TestWithParam<Kind> {};
 
 TEST_P(TransportTest, MessagesOfAwkwardSizesArriveIntact) {
   auto p = MakePair(GetParam());
-  for (size_t bytes : {size_t{0}, size_t{1}, size_t{7}, size_t{4099}, size_t{65536}, size_t{1 << 20} + 3}) {
+  for (size_t bytes :
+       {size_t{0}, size_t{1}, size_t{7}, size_t{4099}, size_t{65536}, size_t{1 << 20} + 3}) {
     std::vector<uint8_t> a(bytes), b(bytes, 0);
     for (size_t i = 0; i < bytes; ++i) a[i] = static_cast<uint8_t>(i * 31 + 7);
     Status s0, s1;
@@ -141,49 +143,51 @@ TEST_P(TransportTest, MessagesOfAwkwardSizesArriveIntact) {
 
 TEST_P(TransportTest, ReceiveReducesAndGatedSendForwards) {
   // Rank 0 sends x; rank 1 receives and adds its y, then (gated on the
-  // receive) sends the sum back while it is still arriving.
+  // receive) sends the sum back while it is still arriving. The second size
+  // lands with streaming stores (transports/streaming.h).
   auto p = MakePair(GetParam());
-  const size_t n = 300001;
-  std::vector<float> x(n), y(n), sum(n), back(n);
-  for (size_t i = 0; i < n; ++i) {
-    x[i] = static_cast<float>(i % 1000);
-    y[i] = static_cast<float>((i * 7) % 1000);
+  for (const size_t n : {size_t{300001}, StreamingMinBytes() / 4 + 1001}) {
+    std::vector<float> x(n), y(n), sum(n), back(n);
+    for (size_t i = 0; i < n; ++i) {
+      x[i] = static_cast<float>(i % 1000);
+      y[i] = static_cast<float>((i * 7) % 1000);
+    }
+    Status s0, s1;
+    std::thread t0([&] {
+      Transfer t[2];
+      t[0].dir = Transfer::Dir::kSend;
+      t[0].peer = 1;
+      t[0].src = x.data();
+      t[0].bytes = n * 4;
+      t[1].dir = Transfer::Dir::kRecv;
+      t[1].peer = 1;
+      t[1].dst = back.data();
+      t[1].bytes = n * 4;
+      s0 = p->engine[0]->Run(t, Deadline::After(std::chrono::seconds(10)));
+    });
+    std::thread t1([&] {
+      Transfer t[2];
+      t[0].dir = Transfer::Dir::kRecv;
+      t[0].peer = 0;
+      t[0].dst = sum.data();
+      t[0].reduce_with = y.data();
+      t[0].reduce = &ReduceInto;
+      t[0].type = DataType::kFloat32;
+      t[0].op = RedOp::kSum;
+      t[0].bytes = n * 4;
+      t[1].dir = Transfer::Dir::kSend;
+      t[1].peer = 0;
+      t[1].src = sum.data();
+      t[1].bytes = n * 4;
+      t[1].gate = &t[0];
+      s1 = p->engine[1]->Run(t, Deadline::After(std::chrono::seconds(10)));
+    });
+    t0.join();
+    t1.join();
+    ASSERT_TRUE(s0.ok()) << s0.ToString();
+    ASSERT_TRUE(s1.ok()) << s1.ToString();
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(back[i], x[i] + y[i]) << n << " bytes, at " << i;
   }
-  Status s0, s1;
-  std::thread t0([&] {
-    Transfer t[2];
-    t[0].dir = Transfer::Dir::kSend;
-    t[0].peer = 1;
-    t[0].src = x.data();
-    t[0].bytes = n * 4;
-    t[1].dir = Transfer::Dir::kRecv;
-    t[1].peer = 1;
-    t[1].dst = back.data();
-    t[1].bytes = n * 4;
-    s0 = p->engine[0]->Run(t, Deadline::After(std::chrono::seconds(10)));
-  });
-  std::thread t1([&] {
-    Transfer t[2];
-    t[0].dir = Transfer::Dir::kRecv;
-    t[0].peer = 0;
-    t[0].dst = sum.data();
-    t[0].reduce_with = y.data();
-    t[0].reduce = &ReduceInto;
-    t[0].type = DataType::kFloat32;
-    t[0].op = RedOp::kSum;
-    t[0].bytes = n * 4;
-    t[1].dir = Transfer::Dir::kSend;
-    t[1].peer = 0;
-    t[1].src = sum.data();
-    t[1].bytes = n * 4;
-    t[1].gate = &t[0];
-    s1 = p->engine[1]->Run(t, Deadline::After(std::chrono::seconds(10)));
-  });
-  t0.join();
-  t1.join();
-  ASSERT_TRUE(s0.ok()) << s0.ToString();
-  ASSERT_TRUE(s1.ok()) << s1.ToString();
-  for (size_t i = 0; i < n; ++i) ASSERT_EQ(back[i], x[i] + y[i]) << i;
 }
 
 TEST_P(TransportTest, MismatchedSizesAreNamed) {
@@ -247,9 +251,12 @@ INSTANTIATE_TEST_SUITE_P(Backends, TransportTest,
                          ::testing::Values(Kind::kShm, Kind::kTcp, Kind::kTcpStriped),
                          [](const auto& info) {
                            switch (info.param) {
-                             case Kind::kShm: return "Shm";
-                             case Kind::kTcp: return "Tcp";
-                             case Kind::kTcpStriped: return "TcpThreeSockets";
+                             case Kind::kShm:
+                               return "Shm";
+                             case Kind::kTcp:
+                               return "Tcp";
+                             case Kind::kTcpStriped:
+                               return "TcpThreeSockets";
                            }
                            return "?";
                          });
@@ -257,7 +264,8 @@ INSTANTIATE_TEST_SUITE_P(Backends, TransportTest,
 TEST(TcpTransport, StripingCoversEveryByteOnce) {
   const size_t U = TcpConnection::kStripeBytes;
   for (int n : {1, 2, 3, 4, 7}) {
-    for (size_t bytes : {size_t{0}, size_t{1}, U - 1, U, U + 1, 3 * U, 5 * U + 17, 11 * U + U / 2}) {
+    for (size_t bytes :
+         {size_t{0}, size_t{1}, U - 1, U, U + 1, 3 * U, 5 * U + 17, 11 * U + U / 2}) {
       std::vector<int> hits(bytes, 0);
       size_t total = 0;
       for (int s = 0; s < n; ++s) {

@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "transports/streaming.h"
+
 namespace loom {
 
 #if defined(__SANITIZE_THREAD__)
@@ -204,6 +206,8 @@ Result<bool> ShmConnection::ProgressRecv() {
     }
     const size_t allowed = t->Allowed();
     const size_t esize = t->reduce_with != nullptr ? SizeOf(t->type) : 1;
+    // A destination larger than the cache would only evict the FIFO.
+    const bool streaming = t->bytes >= StreamingMinBytes();
     while (t->done < allowed) {
       if (avail < esize) {
         LoadInHead();
@@ -217,8 +221,14 @@ Result<bool> ShmConnection::ProgressRecv() {
       if (t->reduce_with != nullptr) {
         n -= n % esize;
         if (n == 0) break;
-        t->reduce(to, static_cast<const char*>(t->reduce_with) + t->done, from, n / esize, t->type,
-                  t->op);
+        const char* with = static_cast<const char*>(t->reduce_with) + t->done;
+        if (streaming) {
+          StreamingReduce(t->reduce, to, with, from, n / esize, t->type, t->op);
+        } else {
+          t->reduce(to, with, from, n / esize, t->type, t->op);
+        }
+      } else if (streaming) {
+        StreamingCopy(to, from, n);
       } else {
         std::memcpy(to, from, n);
       }

@@ -18,7 +18,6 @@ namespace loom {
 
 namespace {
 
-constexpr size_t kBounceBytes = 1 << 20;
 constexpr size_t U = TcpConnection::kStripeBytes;
 
 bool WouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
@@ -207,27 +206,32 @@ Result<bool> TcpConnection::RecvOn(int s) {
       }
       continue;
     }
-    if (sock.bounce.empty()) sock.bounce.resize(kBounceBytes);
+    if (sock.bounce.empty()) sock.bounce.resize(U);
     const size_t es = SizeOf(t->type);
     while (p.moved[s] < share) {
       // Reduce what has arrived, one unit at a time, as far as the gate allows.
       const size_t g = MessageOffset(p.moved[s], s, n);
-      const size_t limit = std::min({t->bytes, (g / U + 1) * U, t->Allowed()});
+      const size_t unit_end = std::min(t->bytes, (g / U + 1) * U);
+      const size_t limit = std::min(unit_end, t->Allowed());
       size_t usable = g < limit ? std::min(sock.bounce_fill, limit - g) : 0;
       usable -= usable % es;
       if (usable > 0) {
         t->reduce(static_cast<char*>(t->dst) + g, static_cast<const char*>(t->reduce_with) + g,
-                  sock.bounce.data(), usable / es, t->type, t->op);
+                  sock.bounce.data() + sock.bounce_head, usable / es, t->type, t->op);
         p.moved[s] += usable;
         sock.bounce_fill -= usable;
-        std::memmove(sock.bounce.data(), sock.bounce.data() + usable, sock.bounce_fill);
+        sock.bounce_head = sock.bounce_fill == 0 ? 0 : sock.bounce_head + usable;
         moved = true;
         continue;
       }
-      const size_t want =
-          std::min(sock.bounce.size() - sock.bounce_fill, share - p.moved[s] - sock.bounce_fill);
-      if (want == 0) return moved;  // gated with a full bounce buffer
-      ssize_t r = ::recv(sock.fd, sock.bounce.data() + sock.bounce_fill, want, MSG_DONTWAIT);
+      // Read at most to the end of this unit (the socket's next bytes belong
+      // to its next unit, further on in the message). So the bounce buffer
+      // holds part of one unit at its unit-relative position: head + fill
+      // never passes U, and nothing is ever shifted.
+      const size_t want = unit_end - g - sock.bounce_fill;
+      if (want == 0) return moved;  // gated with the whole unit staged
+      ssize_t r = ::recv(sock.fd, sock.bounce.data() + sock.bounce_head + sock.bounce_fill, want,
+                         MSG_DONTWAIT);
       if (r == 0) return PeerError("receive", 0);
       if (r < 0) {
         if (WouldBlock(errno)) return moved;

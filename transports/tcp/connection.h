@@ -42,7 +42,10 @@ class TcpConnection final : public Connection {
   };
   struct Socket {
     int fd = -1;
-    std::vector<char> bounce;  // reduce-on-receive staging
+    // Reduce-on-receive staging: bytes [bounce_head, bounce_head + bounce_fill)
+    // arrived and are not reduced yet.
+    std::vector<char> bounce;
+    size_t bounce_head = 0;
     size_t bounce_fill = 0;
   };
 

@@ -1,0 +1,31 @@
+// Copies and reductions into large destinations with non-temporal
+// ("streaming") stores, which bypass the caches: for a destination larger
+// than the last-level cache they avoid reading each line before writing it
+// and evicting data that is still hot (the FIFO, the other rank's block).
+#pragma once
+
+#include <cstddef>
+
+#include "transports/transport.h"
+
+namespace loom {
+
+// Transfers of at least this many bytes land with streaming stores: a
+// quarter of the last-level cache (so a collective's buffers of both ranks
+// no longer fit in it), 8 MiB when the size cannot be read. Computed once.
+size_t StreamingMinBytes();
+
+// memcpy(dst, src, bytes) with streaming stores for the 16-byte-aligned body
+// of dst (plain stores elsewhere), then a store fence, so the bytes are
+// globally visible before any later store (a FIFO tail, a flag) that
+// publishes them. dst and src must not overlap. Thread-safe, non-blocking.
+void StreamingCopy(void* dst, const void* src, size_t bytes);
+
+// reduce(dst, a, b, count, type, op) computed in L1-sized blocks into a
+// thread-local bounce buffer and streamed into dst (StreamingCopy), so the
+// result bits are exactly those of `reduce`. dst may equal a or b, as for
+// `reduce` itself; other overlaps are undefined.
+void StreamingReduce(Transfer::ReduceFn reduce, void* dst, const void* a, const void* b,
+                     size_t count, DataType type, RedOp op);
+
+}  // namespace loom

@@ -1,0 +1,69 @@
+// StreamingCopy / StreamingReduce: every alignment and length lands exactly
+// the bytes of memcpy / the plain reduction, and nothing outside dst.
+#include "transports/streaming.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "collectives/reduce/reduce.h"
+
+namespace loom {
+namespace {
+
+std::vector<unsigned char> RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<unsigned char> v(n);
+  for (auto& b : v) b = static_cast<unsigned char>(rng());
+  return v;
+}
+
+TEST(StreamingCopy, EveryAlignmentAndLengthMatchesMemcpy) {
+  const auto src = RandomBytes(4096 + 64, 1);
+  for (size_t dst_off = 0; dst_off < 17; ++dst_off) {
+    for (size_t src_off = 0; src_off < 3; ++src_off) {
+      for (size_t len : {0u, 1u, 15u, 16u, 17u, 63u, 64u, 65u, 127u, 1000u, 4096u}) {
+        std::vector<unsigned char> dst(len + 64, 0xEE);
+        StreamingCopy(dst.data() + dst_off, src.data() + src_off, len);
+        ASSERT_EQ(0, std::memcmp(dst.data() + dst_off, src.data() + src_off, len))
+            << "dst_off " << dst_off << " src_off " << src_off << " len " << len;
+        for (size_t i = 0; i < dst.size(); ++i) {
+          if (i < dst_off || i >= dst_off + len) {
+            ASSERT_EQ(0xEE, dst[i]) << "wrote outside at " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(StreamingReduce, BitIdenticalToThePlainKernelAcrossBlocks) {
+  // Larger than the 16 KiB bounce block, an odd count, and dst == a.
+  for (DataType type : {DataType::kFloat32, DataType::kFloat16, DataType::kBfloat16,
+                        DataType::kInt64, DataType::kUint8, DataType::kFloat64}) {
+    const size_t es = SizeOf(type);
+    const size_t count = (40 << 10) / es + 7;
+    const auto a = RandomBytes(count * es, 2);
+    const auto b = RandomBytes(count * es, 3);
+    std::vector<unsigned char> want(count * es), got(count * es + 1, 0xEE);
+    ReduceInto(want.data(), a.data(), b.data(), count, type, RedOp::kSum);
+    StreamingReduce(ReduceInto, got.data() + 1, a.data(), b.data(), count, type, RedOp::kSum);
+    ASSERT_EQ(0, std::memcmp(want.data(), got.data() + 1, want.size())) << Name(type);
+    ASSERT_EQ(0xEE, got[0]);
+
+    std::vector<unsigned char> in_place = a;
+    StreamingReduce(ReduceInto, in_place.data(), in_place.data(), b.data(), count, type,
+                    RedOp::kMax);
+    ReduceInto(want.data(), a.data(), b.data(), count, type, RedOp::kMax);
+    ASSERT_EQ(0, std::memcmp(want.data(), in_place.data(), want.size())) << Name(type);
+  }
+}
+
+TEST(StreamingMinBytes, IsAtLeastOneMebibyte) {
+  EXPECT_GE(StreamingMinBytes(), size_t{1} << 20);
+}
+
+}  // namespace
+}  // namespace loom
