@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -102,20 +103,32 @@ void TcpConnection::AppendPollFds(std::vector<pollfd>* fds) const {
   }
 }
 
-Result<bool> TcpConnection::SendHeader(Transfer* t) {
+// The header goes out in one sendmsg with the start of socket 0's first
+// unit (as far as the gate allows), so a small message is one segment and
+// one system call, not two.
+Result<bool> TcpConnection::SendHeader(Posted& p) {
+  Transfer* t = p.t;
   if (send_hdr_off_ == 0) {
     send_hdr_ = MessageHeader{t->bytes, t->seq, static_cast<uint8_t>(t->kind), kHeaderMagic, 0};
   }
+  const size_t payload = std::min({t->bytes, U, t->Allowed()});
   bool moved = false;
   while (send_hdr_off_ < sizeof(MessageHeader)) {
-    ssize_t n = ::send(socks_[0].fd, reinterpret_cast<const char*>(&send_hdr_) + send_hdr_off_,
-                       sizeof(MessageHeader) - send_hdr_off_, MSG_NOSIGNAL | MSG_DONTWAIT);
+    iovec iov[2] = {{reinterpret_cast<char*>(&send_hdr_) + send_hdr_off_,
+                     sizeof(MessageHeader) - send_hdr_off_},
+                    {const_cast<void*>(t->src), payload}};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = payload > 0 ? 2 : 1;
+    ssize_t n = ::sendmsg(socks_[0].fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (WouldBlock(errno)) return moved;
       if (errno == EINTR) continue;
       return PeerError("send", errno);
     }
-    send_hdr_off_ += static_cast<size_t>(n);
+    const size_t to_header = std::min(static_cast<size_t>(n), iov[0].iov_len);
+    send_hdr_off_ += to_header;
+    p.moved[0] += static_cast<size_t>(n) - to_header;
     moved = true;
   }
   send_hdr_off_ = 0;
@@ -123,23 +136,53 @@ Result<bool> TcpConnection::SendHeader(Transfer* t) {
   return moved;
 }
 
-Result<bool> TcpConnection::RecvHeader(Transfer* t) {
+// The header is read together with whatever follows it of socket 0's first
+// unit, into the destination (or the bounce buffer when reducing) as far as
+// the gate allows; the bytes count only once the header has been checked.
+Result<bool> TcpConnection::RecvHeader(Posted& p) {
+  Transfer* t = p.t;
+  Socket& sock = socks_[0];
+  const size_t room = std::min({t->bytes, U, t->Allowed()});
+  char* into = nullptr;
+  if (t->reduce_with == nullptr) {
+    into = static_cast<char*>(t->dst);
+  } else {
+    if (sock.bounce.empty()) sock.bounce.resize(U);
+    into = sock.bounce.data();  // empty between messages: head = fill = 0
+  }
   bool moved = false;
+  size_t extra = 0;
   while (recv_hdr_off_ < sizeof(MessageHeader)) {
-    ssize_t n = ::recv(socks_[0].fd, reinterpret_cast<char*>(&recv_hdr_) + recv_hdr_off_,
-                       sizeof(MessageHeader) - recv_hdr_off_, MSG_DONTWAIT);
+    iovec iov[2] = {{reinterpret_cast<char*>(&recv_hdr_) + recv_hdr_off_,
+                     sizeof(MessageHeader) - recv_hdr_off_},
+                    {into + extra, room - extra}};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = room > extra ? 2 : 1;
+    ssize_t n = ::recvmsg(sock.fd, &msg, MSG_DONTWAIT);
     if (n == 0) return PeerError("receive", 0);
     if (n < 0) {
-      if (WouldBlock(errno)) return moved;
+      if (WouldBlock(errno)) break;
       if (errno == EINTR) continue;
       return PeerError("receive", errno);
     }
-    recv_hdr_off_ += static_cast<size_t>(n);
+    const size_t to_header = std::min(static_cast<size_t>(n), iov[0].iov_len);
+    recv_hdr_off_ += to_header;
+    extra += static_cast<size_t>(n) - to_header;
     moved = true;
+  }
+  if (recv_hdr_off_ < sizeof(MessageHeader)) {
+    // Payload bytes arrive only after the whole header, so none were read.
+    return moved;
   }
   recv_hdr_off_ = 0;
   LOOM_TRY(CheckHeader(recv_hdr_, *t, Describe()));
   t->header_done = true;
+  if (t->reduce_with == nullptr) {
+    p.moved[0] += extra;
+  } else {
+    sock.bounce_fill += extra;
+  }
   return true;
 }
 
@@ -151,7 +194,7 @@ Result<bool> TcpConnection::SendOn(int s) {
   for (Posted& p : sends_) {
     Transfer* t = p.t;
     if (s == 0 && !t->header_done) {
-      LOOM_ASSIGN_OR_RETURN(bool m, SendHeader(t));
+      LOOM_ASSIGN_OR_RETURN(bool m, SendHeader(p));
       moved |= m;
       if (!t->header_done) return moved;
     }
@@ -184,7 +227,7 @@ Result<bool> TcpConnection::RecvOn(int s) {
     if (!t->header_done) {
       // Payload is placed only after socket 0 has checked the header.
       if (s != 0) return moved;
-      LOOM_ASSIGN_OR_RETURN(bool m, RecvHeader(t));
+      LOOM_ASSIGN_OR_RETURN(bool m, RecvHeader(p));
       moved |= m;
       if (!t->header_done) return moved;
     }

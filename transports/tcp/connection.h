@@ -51,8 +51,8 @@ class TcpConnection final : public Connection {
 
   Result<bool> SendOn(int s);
   Result<bool> RecvOn(int s);
-  Result<bool> SendHeader(Transfer* t);
-  Result<bool> RecvHeader(Transfer* t);
+  Result<bool> SendHeader(Posted& p);
+  Result<bool> RecvHeader(Posted& p);
   // Updates t->done (the completed prefix) and pops finished transfers.
   void Settle(std::deque<Posted>* q);
   bool Pending(const Posted& p, int s) const;
