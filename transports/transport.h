@@ -88,9 +88,12 @@ struct MessageHeader {
 static_assert(sizeof(MessageHeader) == 16);
 inline constexpr uint8_t kHeaderMagic = 0x6c;  // 'l'
 
+class Connection;
+
 // Checks a received header against the posted receive; the message names
-// both sides' view so the user sees which rank diverged.
-Status CheckHeader(const MessageHeader& h, const Transfer& t, const std::string& peer_desc);
+// both sides' view so the user sees which rank diverged. `from` is asked to
+// describe itself only when the check fails (this runs for every message).
+Status CheckHeader(const MessageHeader& h, const Transfer& t, const Connection& from);
 
 class Connection {
  public:

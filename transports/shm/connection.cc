@@ -198,7 +198,7 @@ Result<bool> ShmConnection::ProgressRecv() {
       uint64_t first = std::min<uint64_t>(sizeof(h), cap_in_ - pos);
       std::memcpy(&h, in_data_ + pos, first);
       std::memcpy(reinterpret_cast<char*>(&h) + first, in_data_, sizeof(h) - first);
-      error = CheckHeader(h, *t, PeerDesc());
+      error = CheckHeader(h, *t, *this);
       if (!error.ok()) break;
       tail_ += sizeof(h);
       avail -= sizeof(h);

@@ -176,7 +176,7 @@ Result<bool> TcpConnection::RecvHeader(Posted& p) {
     return moved;
   }
   recv_hdr_off_ = 0;
-  LOOM_TRY(CheckHeader(recv_hdr_, *t, Describe()));
+  LOOM_TRY(CheckHeader(recv_hdr_, *t, *this));
   t->header_done = true;
   if (t->reduce_with == nullptr) {
     p.moved[0] += extra;

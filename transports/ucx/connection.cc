@@ -440,7 +440,7 @@ Result<bool> UcxConnection::SettleRecvs() {
                            " were due: the message streams are out of step");
     }
     if (pc.header) {
-      LOOM_TRY(CheckHeader(pc.hdr, *t, Describe()));
+      LOOM_TRY(CheckHeader(pc.hdr, *t, *this));
       t->header_done = true;
     } else if (pc.bounce == nullptr) {
       t->done = pc.off + pc.len;
