@@ -15,6 +15,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "transports/streaming.h"
+
 namespace loom {
 
 namespace {
@@ -251,6 +253,9 @@ Result<bool> TcpConnection::RecvOn(int s) {
     }
     if (sock.bounce.empty()) sock.bounce.resize(U);
     const size_t es = SizeOf(t->type);
+    // As for shared memory: a destination larger than the cache is written
+    // around it (transports/streaming.h).
+    const bool streaming = t->bytes >= StreamingMinBytes();
     while (p.moved[s] < share) {
       // Reduce what has arrived, one unit at a time, as far as the gate allows.
       const size_t g = MessageOffset(p.moved[s], s, n);
@@ -259,8 +264,14 @@ Result<bool> TcpConnection::RecvOn(int s) {
       size_t usable = g < limit ? std::min(sock.bounce_fill, limit - g) : 0;
       usable -= usable % es;
       if (usable > 0) {
-        t->reduce(static_cast<char*>(t->dst) + g, static_cast<const char*>(t->reduce_with) + g,
-                  sock.bounce.data() + sock.bounce_head, usable / es, t->type, t->op);
+        char* to = static_cast<char*>(t->dst) + g;
+        const char* with = static_cast<const char*>(t->reduce_with) + g;
+        const char* from = sock.bounce.data() + sock.bounce_head;
+        if (streaming) {
+          StreamingReduce(t->reduce, to, with, from, usable / es, t->type, t->op);
+        } else {
+          t->reduce(to, with, from, usable / es, t->type, t->op);
+        }
         p.moved[s] += usable;
         sock.bounce_fill -= usable;
         sock.bounce_head = sock.bounce_fill == 0 ? 0 : sock.bounce_head + usable;
