@@ -2,6 +2,7 @@
 // thread, errors that stick, and the public methods.
 #include "comm/communicator_impl.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -133,7 +134,7 @@ Work Communicator::Impl::Issue(CollArgs args) {
   return Submit({args});
 }
 
-Work Communicator::Impl::Submit(std::vector<CollArgs> items) {
+Work Communicator::Impl::Submit(std::vector<CollArgs> items, std::shared_ptr<StagedOp> staged) {
   auto state = std::make_shared<Work::State>();
   state->owner = this;
   {
@@ -142,7 +143,7 @@ Work Communicator::Impl::Submit(std::vector<CollArgs> items) {
       state->Complete(InvalidUsage("operation issued after Finalize"));
       return Work(state);
     }
-    queue_.push_back(Op{std::move(items), state});
+    queue_.push_back(Op{std::move(items), state, std::move(staged)});
     ++issued_;
   }
   q_cv_.notify_all();
@@ -157,8 +158,13 @@ void Communicator::Impl::RunFront(std::unique_lock<std::mutex>& lock) {
   executing_ = true;
   lock.unlock();
   Status s = AsyncError();
+  if (s.ok() && op.staged) s = device_.AwaitReady(*op.staged, OpDeadline(), abort_);
   if (s.ok()) s = Execute(op.items);
-  if (!s.ok()) Fail(s);
+  if (!s.ok()) {
+    Fail(s);
+  } else if (op.staged) {
+    device_.Complete(*op.staged);
+  }
   op.state->Complete(s);
   lock.lock();
   executing_ = false;
@@ -223,6 +229,48 @@ Status Communicator::Impl::IssueBlocking(const CollArgs& args) {
   }
   q_cv_.notify_all();
   return s;
+}
+
+Status Communicator::Impl::IssueOnStream(const CollArgs& args, GpuStream stream) {
+  Status v = Validate(args);
+  Result<cuda::MemSpace> space = cuda::MemSpace::kHost;
+  if (v.ok()) space = device_.Classify(args, rank);
+  if (v.ok() && !space.ok()) v = space.status();
+  if (!v.ok()) {
+    LOOM_WARN(log::kColl, "rank %d: %s", rank, v.message().c_str());
+    return v;
+  }
+  if (space.value() == cuda::MemSpace::kHost) return IssueBlocking(args);
+  const Placement where{true, stream};
+  if (GroupDepth() > 0) {
+    GroupAdd(this, args, where);
+    return Status::Ok();
+  }
+  Work w = SubmitGroup({args}, {where});
+  // Returns once enqueued: only a failure to enqueue is this call's result.
+  return w.Test() ? w.Wait() : Status::Ok();
+}
+
+Work Communicator::Impl::SubmitGroup(std::vector<CollArgs> items,
+                                     const std::vector<Placement>& where) {
+  if (std::none_of(where.begin(), where.end(), [](const Placement& p) { return p.device; })) {
+    return Submit(std::move(items));
+  }
+  // A failed communicator enqueues nothing on the user's streams.
+  if (Status e = AsyncError(); !e.ok()) return DoneWork(e);
+  Work w;
+  Status s = device_.StageAndQueue(
+      std::move(items), where, rank, size,
+      [&](std::vector<CollArgs> staged_items, std::shared_ptr<StagedOp> op) {
+        w = Submit(std::move(staged_items), std::move(op));
+      });
+  if (!s.ok()) {
+    Fail(s);
+    return DoneWork(s);
+  }
+  // Refused at once (issued after Finalize): its streams must not wait for it.
+  if (w.Test() && !w.Wait().ok()) device_.ReleaseAll();
+  return w;
 }
 
 Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
@@ -290,16 +338,30 @@ Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
 
 Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
   const size_t bytes = a.count * SizeOf(a.type);
-  Choice c = SelectAlgo(a.kind, bytes, size, link_, algo_filter_);
+  Choice c = SelectAlgo(a.kind, bytes, cost_, algo_filter_, tune_);
   const uint32_t kind_bit = 1u << static_cast<uint32_t>(a.kind);
-  if (c.forced_fallback && (algo_warned_ & kind_bit) == 0) {
+  if (c.tune_ignored != Choice::TuneIgnored::kNo && (tune_warned_ & kind_bit) == 0) {
+    tune_warned_ |= kind_bit;  // once per collective and communicator
+    LOOM_WARN(log::kTuning, "LOOM_TUNE names %s for %s of %zu bytes, but %s; using %s",
+              AlgoName(c.tuned), OpKindName(a.kind), bytes,
+              c.tune_ignored == Choice::TuneIgnored::kExcludedByAlgo
+                  ? "NCCL_ALGO excludes it"
+                  : "it cannot run on this job",
+              AlgoName(c.algo));
+  }
+  if (c.source == Choice::Source::kFallback && (algo_warned_ & kind_bit) == 0) {
     algo_warned_ |= kind_bit;  // once per collective and communicator
     LOOM_WARN(log::kTuning, "NCCL_ALGO allows no usable algorithm for %s here; using %s",
               OpKindName(a.kind), AlgoName(c.algo));
   }
-  LOOM_TRACE(log::kTuning, "%s %zu bytes on %d ranks: %s (predicted %.1f us)", OpKindName(a.kind),
-             bytes, size, AlgoName(c.algo), c.predicted_us);
-  Status s = RunAlgorithm(*engine_, rank, c.algo, a, scratch_, deadline);
+  LOOM_TRACE(log::kTuning, "%s %zu bytes on %d ranks: %s by %s (%s)", OpKindName(a.kind), bytes,
+             size, AlgoName(c.algo),
+             c.source == Choice::Source::kTune ? "LOOM_TUNE"
+             : c.source == Choice::Source::kModel ? "cost model"
+                                                  : "fallback",
+             DescribeEstimates(a.kind, bytes, cost_).c_str());
+  Status s = c.algo == Algo::kHierarchical ? HierarchicalAllReduce(*engine_, hier_, a, deadline)
+                                           : RunAlgorithm(*engine_, rank, c.algo, a, scratch_, deadline);
   if (s.ok()) return s;
   return s.WithContext(std::string(OpKindName(a.kind)) + " on rank " + std::to_string(rank) + " (" +
                        host + ")");
@@ -315,6 +377,7 @@ void Communicator::Impl::Fail(const Status& s) {
     }
   }
   abort_.store(true);
+  device_.ReleaseAll();  // no stream waits for an operation that will not run
   if (engine_) engine_->Wake();
   if (first) {
     LOOM_WARN(log::kColl, "rank %d: %s", rank, s.ToString().c_str());
@@ -329,6 +392,7 @@ void Communicator::Impl::Abort(const Status& why) {
     if (async_error_.ok()) async_error_ = why;
   }
   abort_.store(true);
+  device_.ReleaseAll();
   if (engine_) engine_->Wake();
 }
 
@@ -485,6 +549,35 @@ Status Communicator::Recv(void* buf, size_t n, DataType t, int peer) {
 }
 Status Communicator::Barrier() {
   return impl_->IssueBlocking(Args(OpKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8));
+}
+
+Status Communicator::AllReduce(const void* s, void* r, size_t n, DataType t, RedOp op,
+                               GpuStream st) {
+  return impl_->IssueOnStream(Args(OpKind::kAllReduce, s, r, n, t, op), st);
+}
+Status Communicator::ReduceScatter(const void* s, void* r, size_t n, DataType t, RedOp op,
+                                   GpuStream st) {
+  return impl_->IssueOnStream(Args(OpKind::kReduceScatter, s, r, n, t, op), st);
+}
+Status Communicator::AllGather(const void* s, void* r, size_t n, DataType t, GpuStream st) {
+  return impl_->IssueOnStream(Args(OpKind::kAllGather, s, r, n, t), st);
+}
+Status Communicator::Broadcast(const void* s, void* r, size_t n, DataType t, int root,
+                               GpuStream st) {
+  return impl_->IssueOnStream(Args(OpKind::kBroadcast, s, r, n, t, RedOp::kSum, root), st);
+}
+Status Communicator::Reduce(const void* s, void* r, size_t n, DataType t, RedOp op, int root,
+                            GpuStream st) {
+  return impl_->IssueOnStream(Args(OpKind::kReduce, s, r, n, t, op, root), st);
+}
+Status Communicator::AllToAll(const void* s, void* r, size_t n, DataType t, GpuStream st) {
+  return impl_->IssueOnStream(Args(OpKind::kAllToAll, s, r, n, t), st);
+}
+Status Communicator::Send(const void* buf, size_t n, DataType t, int peer, GpuStream st) {
+  return impl_->IssueOnStream(Args(OpKind::kSendRecv, buf, nullptr, n, t, RedOp::kSum, peer), st);
+}
+Status Communicator::Recv(void* buf, size_t n, DataType t, int peer, GpuStream st) {
+  return impl_->IssueOnStream(Args(OpKind::kSendRecv, nullptr, buf, n, t, RedOp::kSum, peer), st);
 }
 
 const char* Version() { return LOOM_VERSION_STRING; }

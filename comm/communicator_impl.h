@@ -15,8 +15,10 @@
 #include <vector>
 
 #include "collectives/algos/algorithms.h"
+#include "collectives/algos/hierarchical.h"
 #include "collectives/select/selector.h"
 #include "comm/bootstrap/store_client.h"
+#include "comm/device_path.h"
 #include "comm/status_port.h"
 #include "loom/loom.hpp"
 #include "transports/engine.h"
@@ -49,6 +51,7 @@ class Communicator::Impl {
   struct Op {
     std::vector<CollArgs> items;
     std::shared_ptr<Work::State> state;
+    std::shared_ptr<StagedOp> staged;  // device items staged on user streams, else null
   };
 
   Impl() = default;
@@ -63,7 +66,13 @@ class Communicator::Impl {
   // Validates, then runs on the calling thread when nothing is queued or
   // running (else queues and waits): the blocking forms.
   Status IssueBlocking(const CollArgs& args);
-  Work Submit(std::vector<CollArgs> items);  // queues a batch now
+  Work Submit(std::vector<CollArgs> items, std::shared_ptr<StagedOp> staged = nullptr);  // queues a batch now
+  // The stream forms: host buffers go to IssueBlocking; device buffers are
+  // staged on `stream` and queued, returning once enqueued (device_path.h).
+  Status IssueOnStream(const CollArgs& args, GpuStream stream);
+  // Queues a batch (a group's, or one stream-form call); items placed on the
+  // device are first staged on their streams (device_path.h).
+  Work SubmitGroup(std::vector<CollArgs> items, const std::vector<Placement>& where);
   Status Drain(Deadline deadline);      // waits until every issued op completed
   // Runs queued ops on this thread until `target` is done or another thread
   // is executing (then the caller sleeps on the Work as usual).
@@ -97,10 +106,14 @@ class Communicator::Impl {
   // Before engine_, so destroyed after it: a failed op abandons transfers
   // that a transport (UCX) may still read or write until the engine closes.
   Scratch scratch_;
+  DevicePath device_;  // before engine_ too: abandoned transfers may use its pinned blocks
   std::unique_ptr<Engine> engine_;
   AlgoFilter algo_filter_;
   uint32_t algo_warned_ = 0;  // bit per OpKind: NCCL_ALGO fallback already logged
-  LinkModel link_;
+  TuneTable tune_;              // LOOM_TUNE
+  uint32_t tune_warned_ = 0;    // bit per OpKind: an ignored LOOM_TUNE entry already logged
+  CostModel cost_;              // from the job-wide topology; the same on every rank
+  HierGroups hier_;             // this rank's groups; set when hosts have equal rank counts
   uint64_t secret_ = 0;
   bool single_copy_ = false;  // every same-host peer's memory is directly readable
   std::string bind_address_;  // local address of the chosen interface (for Split's stores)

@@ -48,6 +48,8 @@ Fingerprint LocalFingerprint() {
   fp.emplace_back("NCCL_SOCKET_NTHREADS", std::to_string(params::kSocketNthreads.Get()));
   fp.emplace_back("NCCL_NSOCKS_PERTHREAD", std::to_string(params::kNsocksPerthread.Get()));
   fp.emplace_back("NCCL_ALGO", params::kAlgo.Get());
+  // Ranks with different tables could pick different algorithms: a hang.
+  fp.emplace_back("LOOM_TUNE", params::kTune.Get());
   fp.emplace_back("NCCL_PROTO", EnvValue("PROTO"));
   return fp;
 }

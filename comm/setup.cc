@@ -1,10 +1,13 @@
 // Communicator setup: store registration, fingerprint check, transport
 // choice per peer, shm and TCP connections, worker start; and Split.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "comm/base/log.h"
 #include "comm/base/params.h"
@@ -15,8 +18,10 @@
 #include "comm/unique_id.h"
 #include "topology/host.h"
 #include "topology/inet_address.h"
+#include "topology/job.h"
 #include "topology/netif.h"
 #include "topology/socket_ifname.h"
+#include "transports/ib/context.h"
 #include "transports/ib/verbs.h"
 #if defined(LOOM_HAVE_UCX)
 #include "transports/ucx/context.h"
@@ -36,6 +41,7 @@ struct PeerInfo {
   uint64_t read_probe = 0;  // address of kReadProbe here, for the single-copy probe
   std::string transports;   // EncodeTransportRecord: what this rank can use, its knobs
   std::string ucx_address;  // UCP worker address (binary); "" without a UCX context
+  int64_t nic_mbps = -1;    // speed of the socket interface; -1 unknown (topology/job.h)
 };
 
 // A known value peers read from our address space to prove that single-copy
@@ -53,6 +59,7 @@ std::string Encode(const PeerInfo& p) {
   w.U64(p.read_probe);
   w.Str(p.transports);
   w.Str(p.ucx_address);
+  w.U64(static_cast<uint64_t>(p.nic_mbps));
   std::string frame = w.Frame(bootstrap::MsgType::kAllGather);
   return frame.substr(8);  // payload only
 }
@@ -68,26 +75,31 @@ Result<PeerInfo> Decode(const std::string& s, int rank) {
   p.read_probe = r.U64();
   p.transports = r.Str();
   p.ucx_address = r.Str();
+  p.nic_mbps = static_cast<int64_t>(r.U64());
   if (r.failed()) return InternalError("malformed setup record from rank " + std::to_string(rank));
   return p;
 }
 
-// IB as this host offers it: what discovery finds and NCCL_IB_HCA keeps.
-// Found ports are still "unusable" until the verbs connection is wired up,
-// so a host with IB says loudly that it is not using it (FAILURE_MODES 5).
-Availability IbAvailability() {
-  if (params::kIbDisable.Get()) return Availability::Absent("not probed: NCCL_IB_DISABLE=1");
-  const ib::Discovery found = ib::DiscoverPorts();
-  if (!found.absent_reason.empty()) return Availability::Absent(found.absent_reason);
-  const ib::PortChoice choice =
-      ib::SelectPorts(found.ports, ib::HcaFilter::Parse(params::kIbHca.Get()));
-  if (choice.ports.empty()) {
-    return choice.absent ? Availability::Absent(choice.why_none)
-                         : Availability::Unusable(choice.why_none);
+// IB as this host offers it: what discovery finds and NCCL_IB_HCA keeps;
+// `port` receives the first selected active port (the one IbContext uses).
+Availability IbAvailability(ib::PortInfo* port) {
+  if (params::kIbDisable.Get()) return Availability::Absent(kIbDisabledReason);
+  return IbAvailabilityOf(ib::DiscoverPorts(), params::kIbHca.Get(), port);
+}
+
+// IbContext options from NCCL_IB_GID_INDEX/TIMEOUT/RETRY_CNT; RoCE prefers
+// the GID on the socket interface's IPv4 subnet (`socket_if`, may be null).
+ib::IbOptions IbOptionsFromParams(const ib::PortInfo& port, const NetInterface* socket_if) {
+  ib::IbOptions o;
+  o.port = port;
+  o.gid_index = static_cast<int>(params::kIbGidIndex.Get());
+  o.knobs.timeout = static_cast<int>(params::kIbTimeout.Get());
+  o.knobs.retry_cnt = static_cast<int>(params::kIbRetryCnt.Get());
+  if (socket_if != nullptr && socket_if->family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(socket_if->sockaddr_ptr());
+    o.subnet = ib::Ipv4Subnet{ntohl(in->sin_addr.s_addr), socket_if->prefix_len};
   }
-  return Availability::Unusable("found " + choice.ports[0].device + ":" +
-                                std::to_string(choice.ports[0].port) +
-                                ", but loom's IB connection is not implemented yet");
+  return o;
 }
 
 // Whether NCCL_NET or LOOM_REQUIRE_TRANSPORT asks for UCX: only then is a
@@ -108,7 +120,8 @@ std::string Hex(uint64_t v) {
 
 // Single-copy reads between same-host ranks: each rank probes every shm peer,
 // and the feature is on only if every rank of the communicator succeeded
-// (algorithms must agree on whether to use it).
+// (algorithms must agree on whether to use it). Returns that job-wide
+// verdict, the same on every rank that calls it.
 Result<bool> EnableSingleCopy(Exchange& exchange, int rank, const std::vector<int>& shm_peers,
                               const std::vector<PeerInfo>& peers,
                               std::vector<std::unique_ptr<Connection>>& conns, Deadline deadline) {
@@ -136,7 +149,51 @@ Result<bool> EnableSingleCopy(Exchange& exchange, int rank, const std::vector<in
   if (everyone) {
     for (int p : shm_peers) static_cast<ShmConnection*>(conns[p].get())->EnablePeerRead();
   }
-  return everyone && !shm_peers.empty();
+  return everyone;
+}
+
+// The selector's cost of one transport (measured on the development VM:
+// shared-memory FIFOs ~6 GB/s, one TCP stream ~1.5 GB/s; IB as a 100 Gb/s
+// port behind RDMA latency).
+topology::LinkCost LinkCostOf(TransportKind kind, bool single_copy) {
+  switch (kind) {
+    case TransportKind::kShm: return {1.0, 6.0, single_copy ? 12.0 : 0.0};
+    case TransportKind::kIb: return {5.0, 12.0, 0.0};
+    case TransportKind::kSocket:
+    case TransportKind::kUcx: break;
+  }
+  return {20.0, 1.5, 0.0};
+}
+
+// The job-wide topology, computed alike on every rank from the all-gathered
+// records: each rank's intra link is its plan to the next rank of its host,
+// its inter link its plan to the first rank of the next host.
+Result<topology::JobTopology> FuseJob(const std::vector<PeerInfo>& peers,
+                                      const std::vector<TransportRecord>& transports,
+                                      bool single_copy) {
+  const int n = static_cast<int>(peers.size());
+  auto cost = [&](int a, int b) {
+    auto link = PlanLink(transports, a, b);  // each end already checked its own links
+    return LinkCostOf(link.ok() ? link->kind : TransportKind::kSocket, single_copy);
+  };
+  std::vector<topology::RankRecord> records(n);
+  for (int r = 0; r < n; ++r) {
+    records[r].host_id = peers[r].host_id;
+    records[r].hostname = peers[r].hostname;
+    records[r].nic_gbs = peers[r].nic_mbps > 0 ? static_cast<double>(peers[r].nic_mbps) / 8e3 : 0;
+    records[r].intra = LinkCostOf(TransportKind::kShm, single_copy);
+    records[r].inter = LinkCostOf(TransportKind::kSocket, single_copy);
+    bool have_intra = false, have_inter = false;
+    for (int i = 1; i < n && !(have_intra && have_inter); ++i) {
+      const int q = (r + i) % n;
+      const bool same = peers[q].host_id == peers[r].host_id;
+      if (same && !have_intra) records[r].intra = cost(r, q);
+      if (!same && !have_inter) records[r].inter = cost(r, q);
+      have_intra = have_intra || same;
+      have_inter = have_inter || !same;
+    }
+  }
+  return topology::FuseJobTopology(records);
 }
 
 }  // namespace
@@ -156,6 +213,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   const std::string who = "rank " + std::to_string(rank) + " (" + impl->host + ")";
 
   LOOM_ASSIGN_OR_RETURN(impl->algo_filter_, AlgoFilter::Parse(params::kAlgo.Get()));
+  LOOM_ASSIGN_OR_RETURN(impl->tune_, TuneTable::Parse(params::kTune.Get()));
 
   bootstrap::StoreClient::Identity me{rank, size, impl->host, getpid()};
   LOOM_ASSIGN_OR_RETURN(impl->store_, bootstrap::StoreClient::Connect(store_host, store_port,
@@ -175,21 +233,34 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   mine.read_probe = reinterpret_cast<uint64_t>(&kReadProbe);
   Status no_interface;
   std::string ifname;
+  std::optional<NetInterface> socket_if;
   {
     auto store_addr = ResolveHost(store_host, store_port);
     auto all = ListInterfaces();
     Result<std::vector<NetInterface>> chosen =
         all.ok() ? SelectSocketInterfaces(all.value(), params::kSocketIfname.Get(),
-                                          params::kSocketFamily.Get(), 1,
+                                          params::kSocketFamily.Get(),
+                                          params::kSocketIfname.Get().empty() ? 1 : 8,
                                           store_addr.ok() ? reinterpret_cast<const sockaddr*>(
                                                                 &store_addr.value())
                                                           : nullptr)
                  : Result<std::vector<NetInterface>>(all.status());
     if (chosen.ok()) {
-      std::string addr = chosen->front().address;
-      if (auto pct = addr.find('%'); pct != std::string::npos) addr = addr.substr(0, pct);
-      ifname = chosen->front().name;
-      auto tcp = TcpContext::Create(addr, ifname, secret);
+      // Several NICs (NCCL_SOCKET_IFNAME=data0,data1 or a prefix) carry
+      // striped sockets; loopback or mixed families never join a stripe.
+      std::vector<TcpListen> nics;
+      for (const NetInterface& nic : *chosen) {
+        const NetInterface& first = chosen->front();
+        if (!nics.empty() && (first.loopback || nic.loopback || nic.family != first.family)) continue;
+        std::string a = nic.address;
+        if (auto pct = a.find('%'); pct != std::string::npos) a = a.substr(0, pct);
+        nics.push_back(TcpListen{a, nic.name, nic.prefix_len});
+        ifname += (ifname.empty() ? "" : ",") + nic.name;
+      }
+      const std::string addr = nics.front().address;
+      socket_if = chosen->front();
+      mine.nic_mbps = chosen->front().speed_mbps;
+      auto tcp = TcpContext::Create(nics, secret);
       if (tcp.ok()) {
         impl->tcp_ = std::move(tcp).value();
         mine.tcp_address = impl->tcp_->address();
@@ -224,6 +295,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
 #else
   const Availability ucx_availability = Availability::Absent("loom was built without UCX");
 #endif
+  ib::PortInfo ib_port;
   {
     TransportRecord tr;
     tr.host_id = mine.host_id;
@@ -233,7 +305,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
                                       : Availability::Unusable(no_interface.message());
     tr.socket_address = mine.tcp_address;
     tr.ucx = ucx_availability;
-    tr.ib = IbAvailability();
+    tr.ib = IbAvailability(&ib_port);
     tr.knobs.shm_disable = params::kShmDisable.Get();
     tr.knobs.ib_disable = params::kIbDisable.Get();
     tr.knobs.net = params::kNet.Get();
@@ -272,7 +344,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   }
   auto plans = PlanPeers(transports, rank);
   if (!plans.ok()) return plans.status();  // already names both ends
-  std::vector<int> shm_peers, tcp_peers, ucx_peers;
+  std::vector<int> shm_peers, tcp_peers, ucx_peers, ib_peers;
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
     const LinkPlan& plan = (*plans)[p];
@@ -283,9 +355,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
       case TransportKind::kShm: shm_peers.push_back(p); break;
       case TransportKind::kSocket: tcp_peers.push_back(p); break;
       case TransportKind::kUcx: ucx_peers.push_back(p); break;
-      case TransportKind::kIb:
-        return InternalError(who + ": transport " + TransportName(plan.kind) +
-                             " chosen for rank " + std::to_string(p) + " is not wired up");
+      case TransportKind::kIb: ib_peers.push_back(p); break;
     }
   }
   // Shared-memory setup is collective over every rank that has a shm link;
@@ -300,6 +370,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   }
   std::vector<std::unique_ptr<Connection>> conns(size);
   Doorbell* doorbell = nullptr;
+  bool job_single_copy = false;  // every rank's shm peers are readable (the same everywhere)
   if (any_shm_pair) {
     const std::string tag = Hex(secret) + "-" + std::to_string(store_port);
     LOOM_ASSIGN_OR_RETURN(impl->shm_,
@@ -308,8 +379,9 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     LOOM_ASSIGN_OR_RETURN(auto shm_conns,
                           impl->shm_->Connect(*impl->store_, shm_peers, hosts, pids, deadline));
     for (size_t i = 0; i < shm_peers.size(); ++i) conns[shm_peers[i]] = std::move(shm_conns[i]);
-    LOOM_ASSIGN_OR_RETURN(impl->single_copy_,
+    LOOM_ASSIGN_OR_RETURN(job_single_copy,
                           EnableSingleCopy(*impl->store_, rank, shm_peers, peers, conns, deadline));
+    impl->single_copy_ = job_single_copy && !shm_peers.empty();
   }
   if (!tcp_peers.empty()) {
     std::vector<std::string> addrs;
@@ -338,10 +410,45 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     return InternalError(who + ": UCX chosen in a build without UCX");
 #endif
   }
-  if (!tcp_peers.empty() || !ucx_peers.empty()) {
-    impl->link_ = LinkModel{20.0, 1.5, 0.0};
-  } else {
-    impl->link_ = LinkModel{1.0, 6.0, impl->single_copy_ ? 12.0 : 0.0};
+  // IB setup all-gathers endpoints, so every rank joins when any pair uses
+  // IB (every rank computes the same answer from the same records).
+  bool any_ib_pair = false;
+  for (int a = 0; a < size && !any_ib_pair; ++a) {
+    for (int b = a + 1; b < size && !any_ib_pair; ++b) {
+      auto link = PlanLink(transports, a, b);
+      any_ib_pair = link.ok() && link->kind == TransportKind::kIb;
+    }
+  }
+  if (any_ib_pair) {
+    std::unique_ptr<ib::IbContext> ib_ctx;
+    if (!ib_peers.empty()) {
+      LOOM_ASSIGN_OR_RETURN(ib_ctx, ib::IbContext::Create(IbOptionsFromParams(
+                                        ib_port, socket_if ? &*socket_if : nullptr)));
+    }
+    std::vector<std::unique_ptr<Connection>> ib_conns;
+    if (ib_ctx != nullptr) {
+      LOOM_ASSIGN_OR_RETURN(ib_conns,
+                            ib_ctx->Connect(*impl->store_, rank, ib_peers, hosts, deadline));
+    } else {
+      LOOM_TRY(impl->store_->AllGather("ib-endpoints", "", deadline).status());
+    }
+    for (size_t i = 0; i < ib_peers.size(); ++i) conns[ib_peers[i]] = std::move(ib_conns[i]);
+  }
+  {
+    // Every rank fuses the same records, so every rank picks the same
+    // algorithm for the same call (a mismatch would deadlock).
+    LOOM_ASSIGN_OR_RETURN(const topology::JobTopology job,
+                          FuseJob(peers, transports, job_single_copy));
+    impl->cost_ = CostModel(job);
+    if (job.ranks_per_host() > 0) impl->hier_ = MakeHierGroups(job, rank);
+    LOOM_INFO(log::kInit | log::kTuning, "%s: job %s", who.c_str(), job.Describe().c_str());
+    if (job.hosts() > 1 && !impl->cost_.hierarchical_unavailable().empty()) {
+      LOOM_INFO(log::kTuning, "%s: Hierarchical all-reduce unavailable (%s): flat algorithms only",
+                who.c_str(), impl->cost_.hierarchical_unavailable().c_str());
+    }
+    LOOM_INFO(log::kTuning, "%s: AllReduce %s", who.c_str(),
+              SelectionSummary(OpKind::kAllReduce, impl->cost_, impl->algo_filter_, impl->tune_)
+                  .c_str());
   }
 
   Engine::Options eo;
@@ -369,9 +476,10 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   };
   impl->status_handle_ = RegisterStatusSource(source);
   LOOM_INFO(log::kInit,
-            "%s: comm %s rank %d nRanks %d (%zu shm, %zu socket, %zu UCX peers) - Init COMPLETE",
+            "%s: comm %s rank %d nRanks %d (%zu shm, %zu socket, %zu UCX, %zu IB peers) - Init "
+            "COMPLETE",
             who.c_str(), config.name.empty() ? "-" : config.name.c_str(), rank, size,
-            shm_peers.size(), tcp_peers.size(), ucx_peers.size());
+            shm_peers.size(), tcp_peers.size(), ucx_peers.size(), ib_peers.size());
   return impl;
 }
 

@@ -2,14 +2,23 @@
 // on 1..8 ranks (threads), over shared memory and over TCP, against the CPU
 // reference in harness.cc. Integer results are exact; float inputs are
 // chosen so every reduction is exact too, hence one bitwise comparison.
+// PretendHosts runs 4 processes as 2 hosts x 2 ranks (LOOM_HOSTID).
 #include <gtest/gtest.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "comm/base/log.h"
 #include "tests/harness.h"
 
 namespace loom::testing {
@@ -193,12 +202,109 @@ INSTANTIATE_TEST_SUITE_P(Shm, Conformance,
                          ::testing::Values(Param{1, false}, Param{2, false}, Param{3, false},
                                            Param{4, false}, Param{5, false}, Param{8, false},
                                            Param{3, false, 1, "Direct"}, Param{5, false, 1, "Direct"},
-                                           Param{4, false, 1, "Ring"}, Param{4, false, 1, "Tree"}),
+                                           Param{4, false, 1, "Ring"}, Param{4, false, 1, "Tree"},
+                                           // One host: Hierarchical cannot run, the fallback must.
+                                           Param{4, false, 1, "Hier"}),
                          ParamName);
 INSTANTIATE_TEST_SUITE_P(Tcp, Conformance,
                          ::testing::Values(Param{2, true}, Param{3, true}, Param{4, true},
                                            Param{5, true}, Param{8, true}, Param{3, true, 3}),
                          ParamName);
+
+// The first interface that is up, not loopback, and has an IPv4 address:
+// between pretend hosts a loopback listener is refused (transport_plan.h
+// rule 5), as it would be between real ones. "" when there is none.
+std::string NonLoopbackInterface() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  std::string name;
+  for (ifaddrs* i = list; i != nullptr && name.empty(); i = i->ifa_next) {
+    if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
+        !(i->ifa_flags & IFF_LOOPBACK)) {
+      name = i->ifa_name;
+    }
+  }
+  freeifaddrs(list);
+  return name;
+}
+
+// 4 processes (threads share one environment, so one LOOM_HOSTID) on this
+// machine claim 2 hosts: shared memory inside a "host", TCP between them,
+// exactly the multi-host shape. Each algorithm choice must give correct
+// results; rank 0's TUNING log shows what the selector made of the job.
+class PretendHosts : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PretendHosts, TwoHostsOfTwoRanksAreCorrect) {
+  const std::string ifname = NonLoopbackInterface();
+  if (ifname.empty()) GTEST_SKIP() << "no non-loopback IPv4 interface for the pretend hosts";
+  const char* algo = GetParam();
+  char dir_template[] = "/tmp/loom-pretend-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  auto id = UniqueId::Create();
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  constexpr int kRanks = 4;
+  std::vector<pid_t> pids;
+  for (int r = 0; r < kRanks; ++r) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid > 0) {
+      pids.push_back(pid);
+      continue;
+    }
+    // The child: one rank. Its failures print as usual; the exit code tells the parent.
+    setenv("LOOM_HOSTID", ("pretend-host-" + std::to_string(r / 2)).c_str(), 1);
+    setenv("NCCL_SOCKET_IFNAME", ("=" + ifname).c_str(), 1);
+    if (algo[0] != '\0') {
+      setenv("NCCL_ALGO", algo, 1);
+    } else {
+      unsetenv("NCCL_ALGO");
+    }
+    setenv("NCCL_DEBUG", "INFO", 1);
+    setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
+    setenv("NCCL_DEBUG_FILE", (dir + "/rank" + std::to_string(r) + ".log").c_str(), 1);
+    log::ReloadFromEnv();
+    auto comm = Communicator::Create(id.value(), r, kRanks);
+    if (!comm.ok()) {
+      ADD_FAILURE() << "rank " << r << ": " << comm.status().ToString();
+      _exit(2);
+    }
+    CheckReductions(*comm.value());
+    // Sizes where the cost model, left alone, takes Hierarchical.
+    for (size_t count : {size_t{262147}, size_t{1} << 20}) {
+      std::vector<int32_t> in(count), out(count), want(count);
+      FillInput(in.data(), count, DataType::kInt32, r, 0, RedOp::kSum);
+      EXPECT_TRUE(comm.value()->AllReduce(in.data(), out.data(), count, DataType::kInt32,
+                                          RedOp::kSum).ok());
+      ExpectedReduction(want.data(), count, DataType::kInt32, RedOp::kSum, kRanks, 0);
+      EXPECT_EQ(CountMismatches(out.data(), want.data(), count, DataType::kInt32), 0u)
+          << "count " << count << " rank " << r;
+    }
+    EXPECT_TRUE(comm.value()->Finalize().ok());
+    _exit(::testing::Test::HasFailure() ? 1 : 0);
+  }
+  for (size_t r = 0; r < pids.size(); ++r) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pids[r], &status, 0), pids[r]);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << r << " failed";
+  }
+  std::ifstream log(dir + "/rank0.log");
+  std::stringstream text;
+  text << log.rdbuf();
+  const std::string want = algo == std::string("Ring") ? "AllReduce 0-inf Ring"
+                           : algo == std::string("Hier") ? "AllReduce 0-inf Hierarchical"
+                                                         : "-inf Hierarchical";
+  EXPECT_NE(text.str().find("2 hosts x 2 ranks"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find(want), std::string::npos) << text.str();
+  EXPECT_EQ(text.str().find("no usable algorithm for AllReduce"), std::string::npos) << text.str();
+  for (int r = 0; r < kRanks; ++r) std::remove((dir + "/rank" + std::to_string(r) + ".log").c_str());
+  rmdir(dir.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Algo, PretendHosts, ::testing::Values("Hier", "Ring", ""),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param[0] ? info.param : "CostModel");
+                         });
 
 }  // namespace
 }  // namespace loom::testing

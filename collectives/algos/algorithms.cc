@@ -22,6 +22,7 @@ const char* AlgoName(Algo algo) {
     case Algo::kPairwise: return "Pairwise";
     case Algo::kDissemination: return "Dissemination";
     case Algo::kDirect: return "Direct";
+    case Algo::kHierarchical: return "Hierarchical";
   }
   return "?";
 }

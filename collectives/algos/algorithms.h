@@ -15,7 +15,10 @@
 
 namespace loom {
 
-enum class Algo { kAuto, kRing, kTree, kRecursiveDoubling, kPairwise, kDissemination, kDirect };
+enum class Algo {
+  kAuto, kRing, kTree, kRecursiveDoubling, kPairwise, kDissemination, kDirect,
+  kHierarchical,  // all-reduce only; runs from collectives/algos/hierarchical.h, not RunAlgorithm
+};
 const char* AlgoName(Algo algo);
 
 struct CollArgs {

@@ -1,14 +1,24 @@
-// Cost model: alpha-beta per step, one formula per (collective, algorithm).
+// Selection: the NCCL_ALGO filter, the LOOM_TUNE table, and the alpha-beta
+// cost model (per-step links derived from the job topology, one formula per
+// collective and algorithm).
 #include "collectives/select/selector.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <map>
+
+#include "collectives/patterns/recursive_doubling.h"
+#include "collectives/patterns/tree.h"
 
 namespace loom {
 
 namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr uint64_t kNoEnd = std::numeric_limits<uint64_t>::max();
 
 std::string Lower(std::string_view s) {
   std::string out;
@@ -20,30 +30,17 @@ std::string Lower(std::string_view s) {
   return out;
 }
 
-Result<Algo> ParseAlgo(const std::string& name) {
+Result<Algo> ParseAlgo(const std::string& name, const char* knob) {
   if (name == "ring") return Algo::kRing;
   if (name == "tree") return Algo::kTree;
   if (name == "recursivedoubling" || name == "rd") return Algo::kRecursiveDoubling;
   if (name == "pairwise") return Algo::kPairwise;
   if (name == "dissemination") return Algo::kDissemination;
   if (name == "direct") return Algo::kDirect;
-  return InvalidArgument("NCCL_ALGO: unknown algorithm '" + name +
-                         "' (known: Ring, Tree, RecursiveDoubling/RD, Direct, Pairwise, Dissemination)");
-}
-
-std::string CollectiveKey(OpKind kind) {
-  switch (kind) {
-    case OpKind::kAllReduce: return "allreduce";
-    case OpKind::kReduceScatter: return "reducescatter";
-    case OpKind::kAllGather: return "allgather";
-    case OpKind::kBroadcast: return "broadcast";
-    case OpKind::kReduce: return "reduce";
-    case OpKind::kAllToAll: return "alltoall";
-    case OpKind::kSendRecv: return "sendrecv";
-    case OpKind::kBarrier: return "barrier";
-    case OpKind::kInternal: return "internal";
-  }
-  return "";
+  if (name == "hierarchical" || name == "hier") return Algo::kHierarchical;
+  return InvalidArgument(std::string(knob) + ": unknown algorithm '" + name +
+                         "' (known: Ring, Tree, RecursiveDoubling/RD, Direct, Hierarchical/Hier, "
+                         "Pairwise, Dissemination)");
 }
 
 std::vector<std::string> Split(const std::string& s, char sep) {
@@ -58,13 +55,99 @@ std::vector<std::string> Split(const std::string& s, char sep) {
   return out;
 }
 
-int CeilLog2(int n) {
-  int k = 0;
-  while ((1 << k) < n) ++k;
-  return k;
+constexpr OpKind kNamedKinds[] = {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather,
+                                  OpKind::kBroadcast, OpKind::kReduce,        OpKind::kAllToAll,
+                                  OpKind::kBarrier,   OpKind::kSendRecv};
+
+// "64k" -> 65536. Digits and an optional k, m or g (powers of 1024).
+bool ParseSize(const std::string& text, uint64_t* out) {
+  size_t i = 0;
+  uint64_t v = 0;
+  for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i) {
+    if (v > (kNoEnd - 9) / 10) return false;
+    v = v * 10 + static_cast<uint64_t>(text[i] - '0');
+  }
+  if (i == 0) return false;
+  int shift = 0;
+  if (i + 1 == text.size()) {
+    switch (text[i]) {
+      case 'k':
+        shift = 10;
+        break;
+      case 'm':
+        shift = 20;
+        break;
+      case 'g':
+        shift = 30;
+        break;
+      default:
+        return false;
+    }
+  } else if (i != text.size()) {
+    return false;
+  }
+  if (shift > 0 && v > (kNoEnd >> shift)) return false;
+  *out = v << shift;
+  return true;
+}
+
+// 65536 -> "64K"; kNoEnd -> "inf".
+std::string SizeText(uint64_t v) {
+  if (v == kNoEnd) return "inf";
+  const char* units[] = {"", "K", "M", "G"};
+  int u = 0;
+  while (u < 3 && v >= 1024 && v % 1024 == 0) {
+    v /= 1024;
+    ++u;
+  }
+  return std::to_string(v) + units[u];
+}
+
+double StepUs(const LinkModel& link, double bytes) {
+  return link.latency_us + bytes / (link.bandwidth_gbs * 1e3);
+}
+
+// The link one round of simultaneous sends runs at: intra-host when no send
+// leaves its host; otherwise the inter-host latency, and the host with most
+// leaving sends shares its network among them.
+LinkModel RoundLink(const topology::JobTopology& job,
+                    const std::vector<std::pair<int, int>>& sends) {
+  std::vector<int> leaving(job.hosts(), 0);
+  int most = 0;
+  for (auto [from, to] : sends) {
+    const int h = job.host_of_rank[from];
+    if (h != job.host_of_rank[to]) most = std::max(most, ++leaving[h]);
+  }
+  if (most == 0) return job.intra;
+  return LinkModel{std::max(job.inter.latency_us, job.intra.latency_us),
+                   std::min(job.intra.bandwidth_gbs, job.inter.bandwidth_gbs / most), 0.0};
 }
 
 }  // namespace
+
+std::string CollectiveKey(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAllReduce:
+      return "allreduce";
+    case OpKind::kReduceScatter:
+      return "reducescatter";
+    case OpKind::kAllGather:
+      return "allgather";
+    case OpKind::kBroadcast:
+      return "broadcast";
+    case OpKind::kReduce:
+      return "reduce";
+    case OpKind::kAllToAll:
+      return "alltoall";
+    case OpKind::kSendRecv:
+      return "sendrecv";
+    case OpKind::kBarrier:
+      return "barrier";
+    case OpKind::kInternal:
+      return "internal";
+  }
+  return "";
+}
 
 Result<AlgoFilter> AlgoFilter::Parse(std::string_view spec) {
   AlgoFilter f;
@@ -84,7 +167,7 @@ Result<AlgoFilter> AlgoFilter::Parse(std::string_view spec) {
     }
     for (const std::string& name : Split(list, ',')) {
       if (name.empty()) continue;
-      LOOM_ASSIGN_OR_RETURN(Algo a, ParseAlgo(name));
+      LOOM_ASSIGN_OR_RETURN(Algo a, ParseAlgo(name, "NCCL_ALGO"));
       rule.algos.push_back(a);
     }
     f.rules_.push_back(std::move(rule));
@@ -109,9 +192,70 @@ bool AlgoFilter::Allows(OpKind kind, Algo algo) const {
   return rule->exclude ? !listed : listed;
 }
 
+Result<TuneTable> TuneTable::Parse(std::string_view spec) {
+  TuneTable t;
+  const std::string s = Lower(spec);
+  auto bad = [](const std::string& token, const std::string& why) {
+    return InvalidArgument("LOOM_TUNE: '" + token + "': " + why +
+                           " (grammar: coll:lo-hi=algo,...;coll:*=algo, e.g. "
+                           "allreduce:0-64K=rd,64K-inf=ring;allgather:*=ring)");
+  };
+  for (const std::string& section : Split(s, ';')) {
+    if (section.empty()) continue;
+    const size_t colon = section.find(':');
+    if (colon == std::string::npos) return bad(section, "expected collective:ranges");
+    const std::string coll = section.substr(0, colon);
+    const OpKind* kind = std::find_if(std::begin(kNamedKinds), std::end(kNamedKinds),
+                                      [&](OpKind k) { return CollectiveKey(k) == coll; });
+    if (kind == std::end(kNamedKinds)) {
+      return bad(coll,
+                 "unknown collective (allreduce, reducescatter, allgather, broadcast, "
+                 "reduce, alltoall, barrier, sendrecv)");
+    }
+    const std::string body = section.substr(colon + 1);
+    if (body.empty()) return bad(section, "no ranges");
+    for (const std::string& entry : Split(body, ',')) {
+      const size_t eq = entry.find('=');
+      if (eq == std::string::npos) return bad(entry, "expected range=algorithm");
+      const std::string range = entry.substr(0, eq);
+      Rule rule{*kind, 0, kNoEnd, Algo::kAuto};
+      if (range != "*") {
+        const size_t dash = range.find('-');
+        if (dash == std::string::npos) return bad(range, "expected lo-hi or *");
+        const std::string lo = range.substr(0, dash), hi = range.substr(dash + 1);
+        if (!ParseSize(lo, &rule.lo)) return bad(lo, "not a size (digits with K, M or G)");
+        if (hi != "inf" && !ParseSize(hi, &rule.hi)) {
+          return bad(hi, "not a size (digits with K, M or G, or inf)");
+        }
+        if (rule.lo >= rule.hi) return bad(range, "empty range (lo must be below hi)");
+      }
+      LOOM_ASSIGN_OR_RETURN(rule.algo, ParseAlgo(entry.substr(eq + 1), "LOOM_TUNE"));
+      const auto cands = CandidateAlgos(*kind);
+      if (std::find(cands.begin(), cands.end(), rule.algo) == cands.end()) {
+        return bad(entry, std::string(AlgoName(rule.algo)) + " is not an algorithm of " + coll);
+      }
+      for (const Rule& other : t.rules_) {
+        if (other.kind == rule.kind && rule.lo < other.hi && other.lo < rule.hi) {
+          return bad(entry,
+                     "overlaps " + SizeText(other.lo) + "-" + SizeText(other.hi) + " of " + coll);
+        }
+      }
+      t.rules_.push_back(rule);
+    }
+  }
+  return t;
+}
+
+Algo TuneTable::Lookup(OpKind kind, size_t bytes) const {
+  for (const Rule& r : rules_) {
+    if (r.kind == kind && bytes >= r.lo && bytes < r.hi) return r.algo;
+  }
+  return Algo::kAuto;
+}
+
 std::span<const Algo> CandidateAlgos(OpKind kind) {
   static constexpr Algo kAllReduce[] = {Algo::kRing, Algo::kRecursiveDoubling, Algo::kTree,
-                                        Algo::kDirect};
+                                        Algo::kDirect, Algo::kHierarchical};
   static constexpr Algo kBroadcast[] = {Algo::kRing, Algo::kTree, Algo::kDirect};
   static constexpr Algo kReduce[] = {Algo::kTree};
   static constexpr Algo kBlocks[] = {Algo::kRing, Algo::kDirect};
@@ -119,80 +263,228 @@ std::span<const Algo> CandidateAlgos(OpKind kind) {
   static constexpr Algo kBarrier[] = {Algo::kDissemination};
   static constexpr Algo kPointToPoint[] = {Algo::kDirect};
   switch (kind) {
-    case OpKind::kAllReduce: return kAllReduce;
-    case OpKind::kBroadcast: return kBroadcast;
-    case OpKind::kReduce: return kReduce;
+    case OpKind::kAllReduce:
+      return kAllReduce;
+    case OpKind::kBroadcast:
+      return kBroadcast;
+    case OpKind::kReduce:
+      return kReduce;
     case OpKind::kReduceScatter:
-    case OpKind::kAllGather: return kBlocks;
-    case OpKind::kAllToAll: return kAllToAll;
-    case OpKind::kBarrier: return kBarrier;
+    case OpKind::kAllGather:
+      return kBlocks;
+    case OpKind::kAllToAll:
+      return kAllToAll;
+    case OpKind::kBarrier:
+      return kBarrier;
     case OpKind::kSendRecv:
-    case OpKind::kInternal: return kPointToPoint;
+    case OpKind::kInternal:
+      return kPointToPoint;
   }
   return kPointToPoint;
 }
 
-double PredictUs(OpKind kind, Algo algo, size_t bytes, int n, const LinkModel& link) {
-  // bytes: the whole buffer for AllReduce/Broadcast/Reduce, one block for
-  // ReduceScatter/AllGather (what RunOne passes).
-  const double a = link.latency_us;
-  const double b_us = static_cast<double>(bytes) / (link.bandwidth_gbs * 1e3);  // S/B in us
-  const double inf = std::numeric_limits<double>::infinity();
-  const bool direct = link.peer_read_gbs > 0;
-  const double r_us = direct ? static_cast<double>(bytes) / (link.peer_read_gbs * 1e3) : inf;
-  const double steps_log = CeilLog2(n);
-  const bool pow2 = (n & (n - 1)) == 0;
+CostModel::CostModel() : hier_unavailable_("one rank") {}
+
+CostModel::CostModel(const topology::JobTopology& job)
+    : n_(job.nranks),
+      hosts_(job.hosts()),
+      per_host_(job.ranks_per_host()),
+      intra_(job.intra),
+      inter_(job.inter) {
+  const int n = n_;
+  // Ring in rank order: every rank sends to the next at every step.
+  std::vector<std::pair<int, int>> sends;
+  for (int r = 0; r < n; ++r) sends.emplace_back(r, (r + 1) % n);
+  ring_ = RoundLink(job, sends);
+
+  // Recursive doubling as patterns/recursive_doubling.h schedules it:
+  // fold-in, log2 exchanges among the core ranks, fold-out.
+  std::vector<patterns::RecursiveDoublingPlan> plans;
+  for (int r = 0; r < n; ++r) plans.push_back(patterns::MakeRecursiveDoublingPlan(r, n));
+  std::vector<std::pair<int, int>> fold;
+  size_t rounds = 0;
+  for (int r = 0; r < n; ++r) {
+    if (plans[r].role == patterns::RecursiveDoublingPlan::kFoldedOut) {
+      fold.emplace_back(r, plans[r].fold_peer);
+    }
+    rounds = std::max(rounds, plans[r].partners.size());
+  }
+  if (!fold.empty()) rd_rounds_.push_back(RoundLink(job, fold));
+  for (size_t k = 0; k < rounds; ++k) {
+    sends.clear();
+    for (int r = 0; r < n; ++r) {
+      if (k < plans[r].partners.size()) sends.emplace_back(r, plans[r].partners[k]);
+    }
+    rd_rounds_.push_back(RoundLink(job, sends));
+  }
+  if (!fold.empty()) rd_rounds_.push_back(RoundLink(job, fold));
+
+  // Binomial tree rooted at 0: the children at distance 2^k send at level k.
+  std::map<int, std::vector<std::pair<int, int>>> levels;
+  for (int r = 1; r < n; ++r) {
+    const int parent = patterns::BinomialParent(r, n, 0);
+    levels[std::abs(r - parent)].emplace_back(r, parent);
+  }
+  for (const auto& [distance, edges] : levels) tree_levels_.push_back(RoundLink(job, edges));
+
+  if (hosts_ < 2) {
+    hier_unavailable_ = "one host";
+  } else if (per_host_ == 0) {
+    hier_unavailable_ = "hosts have different numbers of ranks";
+  } else if (per_host_ < 2) {
+    hier_unavailable_ = "one rank per host";
+  }
+}
+
+double CostModel::PredictUs(OpKind kind, Algo algo, size_t bytes) const {
+  const int n = n_;
+  if (n <= 1) return 0;
+  const double s = static_cast<double>(bytes);
+  // Single-copy reads need every peer in this host's memory.
+  const double read_gbs = hosts_ == 1 ? intra_.peer_read_gbs : 0.0;
+  const double r_us = read_gbs > 0 ? s / (read_gbs * 1e3) : kInf;
+  const double a = ring_.latency_us;
   // Each single-copy read is a system call that pins the peer's pages: a
   // fixed cost per operation that only large messages amortise.
   constexpr double kPeerReadSetupUs = 20.0;
+  auto sum_rounds = [&](const std::vector<LinkModel>& rounds) {
+    double t = 0;
+    for (const LinkModel& l : rounds) t += StepUs(l, s);
+    return t;
+  };
   switch (kind) {
     case OpKind::kAllReduce:
-      if (algo == Algo::kRing) return 2.0 * (n - 1) * a + 2.0 * (n - 1) / n * b_us;
-      if (algo == Algo::kRecursiveDoubling) {
-        double folds = pow2 ? 0 : 2;
-        return (steps_log + folds) * (a + b_us);
+      switch (algo) {
+        case Algo::kRing:
+          return 2.0 * (n - 1) * StepUs(ring_, s / n);
+        case Algo::kRecursiveDoubling:
+          return sum_rounds(rd_rounds_);
+        case Algo::kTree:
+          return 2.0 * sum_rounds(tree_levels_);
+        // Three synchronisations, then reads of (n-1)/n of the buffer twice;
+        // the first reads land in a scratch block that is then reduced, a
+        // second pass over the same bytes. On the development VM this was
+        // slower than Ring at every size with 2 ranks (docs/PERFORMANCE.md).
+        case Algo::kDirect:
+          return 3.0 * a + kPeerReadSetupUs +
+                 (n - 1.0) / n * (2.0 * r_us + s / (ring_.bandwidth_gbs * 1e3));
+        case Algo::kHierarchical: {
+          if (!hier_unavailable_.empty()) return kInf;
+          // Ring reduce-scatter and all-gather of S/p blocks inside each
+          // host; in between a ring all-reduce of S/p among the h ranks of
+          // one local index, the p of them sharing their host's network.
+          const int p = per_host_, h = hosts_;
+          const LinkModel shared{std::max(inter_.latency_us, intra_.latency_us),
+                                 std::min(intra_.bandwidth_gbs, inter_.bandwidth_gbs / p), 0.0};
+          return 2.0 * (p - 1) * StepUs(intra_, s / p) + 2.0 * (h - 1) * StepUs(shared, s / p / h);
+        }
+        default:
+          return kInf;
       }
-      if (algo == Algo::kTree) return 2.0 * steps_log * (a + b_us);
-      // Three synchronisations, then reads of (n-1)/n of the buffer twice.
-      if (algo == Algo::kDirect) return 3.0 * a + kPeerReadSetupUs + 2.0 * (n - 1) / n * r_us;
-      break;
     case OpKind::kReduceScatter:
     case OpKind::kAllGather:
-      if (algo == Algo::kRing) return (n - 1) * (a + b_us);
+      if (algo == Algo::kRing) return (n - 1) * StepUs(ring_, s);
       if (algo == Algo::kDirect) return 2.0 * a + kPeerReadSetupUs + (n - 1) * r_us;
-      break;
+      return kInf;
     case OpKind::kBroadcast:
-      if (algo == Algo::kRing) return (n - 1) * a + b_us;  // pipelined chain
-      if (algo == Algo::kTree) return steps_log * (a + b_us);
+      if (algo == Algo::kRing) return (n - 1) * a + s / (ring_.bandwidth_gbs * 1e3);  // a chain
+      if (algo == Algo::kTree) return sum_rounds(tree_levels_);
       // Every rank reads the root's buffer at once: they share its bandwidth.
       if (algo == Algo::kDirect) {
         return 2.0 * a + kPeerReadSetupUs + std::max(1.0, (n - 1) / 2.0) * r_us;
       }
-      break;
-    default:
-      return (n - 1) * a + b_us;
+      return kInf;
+    case OpKind::kReduce:
+      return algo == Algo::kTree ? sum_rounds(tree_levels_) : kInf;
+    default: {
+      const auto cands = CandidateAlgos(kind);
+      if (std::find(cands.begin(), cands.end(), algo) == cands.end()) return kInf;
+      return (n - 1) * a + s / (ring_.bandwidth_gbs * 1e3);
+    }
   }
-  return inf;
 }
 
-Choice SelectAlgo(OpKind kind, size_t bytes, int nranks, const LinkModel& link,
-                  const AlgoFilter& filter) {
+Choice SelectAlgo(OpKind kind, size_t bytes, const CostModel& model, const AlgoFilter& filter,
+                  const TuneTable& tune) {
   Choice best;
-  best.predicted_us = std::numeric_limits<double>::infinity();
+  best.tuned = tune.Lookup(kind, bytes);
+  if (best.tuned != Algo::kAuto) {
+    if (!filter.Allows(kind, best.tuned)) {
+      best.tune_ignored = Choice::TuneIgnored::kExcludedByAlgo;
+    } else {
+      const double t = model.PredictUs(kind, best.tuned, bytes);
+      if (!std::isinf(t)) {
+        best.algo = best.tuned;
+        best.predicted_us = t;
+        best.source = Choice::Source::kTune;
+        return best;
+      }
+      best.tune_ignored = Choice::TuneIgnored::kUnusable;
+    }
+  }
+  best.predicted_us = kInf;
   const auto candidates = CandidateAlgos(kind);
   for (Algo algo : candidates) {
     if (!filter.Allows(kind, algo)) continue;
-    double t = PredictUs(kind, algo, bytes, nranks, link);
-    if (t < best.predicted_us) best = Choice{algo, t, false};
+    const double t = model.PredictUs(kind, algo, bytes);
+    if (t < best.predicted_us) {
+      best.algo = algo;
+      best.predicted_us = t;
+    }
   }
   if (std::isinf(best.predicted_us)) {
-    // Nothing allowed is implemented for this collective: use the default.
+    // Nothing allowed runs here: the model's choice among all candidates.
+    best.source = Choice::Source::kFallback;
     for (Algo algo : candidates) {
-      double t = PredictUs(kind, algo, bytes, nranks, link);
-      if (t < best.predicted_us) best = Choice{algo, t, true};
+      const double t = model.PredictUs(kind, algo, bytes);
+      if (t < best.predicted_us) {
+        best.algo = algo;
+        best.predicted_us = t;
+      }
     }
   }
   return best;
+}
+
+std::string DescribeEstimates(OpKind kind, size_t bytes, const CostModel& model) {
+  std::string out;
+  for (Algo algo : CandidateAlgos(kind)) {
+    const double t = model.PredictUs(kind, algo, bytes);
+    char buf[64];
+    if (std::isinf(t)) {
+      std::snprintf(buf, sizeof(buf), "%s%s n/a", out.empty() ? "" : ", ", AlgoName(algo));
+    } else {
+      std::snprintf(buf, sizeof(buf), "%s%s %.1f us", out.empty() ? "" : ", ", AlgoName(algo), t);
+    }
+    out += buf;
+  }
+  return out;
+}
+
+std::string SelectionSummary(OpKind kind, const CostModel& model, const AlgoFilter& filter,
+                             const TuneTable& tune) {
+  struct Run {
+    uint64_t lo;
+    Algo algo;
+    bool tuned;
+  };
+  std::vector<Run> runs;
+  // Sizes 0, 1, 2, 4, ... 4 GiB; each choice holds until the next size.
+  for (uint64_t b = 0; b <= (uint64_t{1} << 32); b = b == 0 ? 1 : b * 2) {
+    const Choice c = SelectAlgo(kind, b, model, filter, tune);
+    const bool tuned = c.source == Choice::Source::kTune;
+    if (runs.empty() || runs.back().algo != c.algo || runs.back().tuned != tuned) {
+      runs.push_back(Run{b, c.algo, tuned});
+    }
+  }
+  std::string out;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const uint64_t hi = i + 1 < runs.size() ? runs[i + 1].lo : kNoEnd;
+    if (!out.empty()) out += ", ";
+    out += SizeText(runs[i].lo) + "-" + SizeText(hi) + " " + AlgoName(runs[i].algo);
+    if (runs[i].tuned) out += " (LOOM_TUNE)";
+  }
+  return out;
 }
 
 }  // namespace loom

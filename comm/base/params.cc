@@ -199,6 +199,12 @@ const StringParam kRequireTransport("REQUIRE_TRANSPORT", "", false,
     "Strict mode: ib, ucx, socket or shm must be used where it applies; any fallback is an error");
 const StringParam kIbHca("IB_HCA", "", true,
     "HCAs (and :ports) to use, NCCL grammar: mlx5_0:1,mlx5_1 ; ^ excludes ; = exact");
+const IntParam kIbGidIndex("IB_GID_INDEX", "-1", true,
+    "RoCE GID table index to use; -1 = automatic (RoCEv2 IPv4 on the socket subnet first)");
+const IntParam kIbTimeout("IB_TIMEOUT", "20", true,
+    "IB queue pair ACK timeout exponent, 1..31: 4.096 us x 2^value per retry");
+const IntParam kIbRetryCnt("IB_RETRY_CNT", "7", true,
+    "IB queue pair transport retries before a write fails, 0..7");
 const BoolParam kShmSingleCopy("SHM_SINGLE_COPY", "1", false,
     "Ranks on one host may read each other's buffers directly (process_vm_readv) for large "
     "collectives; 0 = always through the shared-memory FIFOs");
@@ -206,6 +212,9 @@ const IntParam kBuffsize("BUFFSIZE", "4194304", true,
     "Bytes of each per-peer, per-direction shared-memory FIFO");
 const StringParam kAlgo("ALGO", "", true,
     "Force or exclude algorithms, NCCL_ALGO grammar (e.g. Ring, ^Tree, allreduce:ring)");
+const StringParam kTune("TUNE", "", false,
+    "Algorithm per collective and size range, over the cost model; NCCL_ALGO still excludes "
+    "(e.g. allreduce:0-64K=rd,64K-inf=ring;allgather:*=ring)");
 const StringParam kTopoFile("TOPO_FILE", "", true,
     "Load the host topology from this file instead of probing (loom JSON or NCCL XML)");
 const StringParam kTopoDumpFile("TOPO_DUMP_FILE", "", false,
@@ -227,7 +236,7 @@ const std::vector<const Param*>& All() {
   static const std::vector<const Param*> all = {
       &kTimeoutMs,   &kSocketIfname, &kSocketFamily, &kSocketNthreads, &kNsocksPerthread,
       &kShmDisable,  &kShmSingleCopy, &kNet,         &kIbDisable,      &kRequireTransport,
-      &kIbHca,       &kBuffsize,     &kAlgo,           &kTopoFile,
+      &kIbHca,       &kIbGidIndex,   &kIbTimeout,   &kIbRetryCnt,     &kBuffsize,     &kAlgo,           &kTune,          &kTopoFile,
       &kTopoDumpFile, &kStatusPort, &kSpinUs,       &kDebug,       &kDebugSubsys,    &kDebugFile,
   };
   return all;
