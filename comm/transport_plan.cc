@@ -6,6 +6,8 @@
 #include <optional>
 #include <strings.h>
 
+#include "transports/ib/select.h"
+
 namespace loom {
 
 namespace {
@@ -289,6 +291,19 @@ Result<std::vector<LinkPlan>> PlanPeers(const std::vector<TransportRecord>& rank
     LOOM_ASSIGN_OR_RETURN(plans[p], PlanLink(ranks, me, p));
   }
   return plans;
+}
+
+Availability IbAvailabilityOf(const ib::Discovery& found, std::string_view hca,
+                              ib::PortInfo* port) {
+  if (!found.absent_reason.empty()) return Availability::Absent(found.absent_reason);
+  if (found.ports.empty()) return Availability::Absent("zero IB devices");
+  const ib::PortChoice choice = ib::SelectPorts(found.ports, ib::HcaFilter::Parse(hca));
+  if (choice.ports.empty()) {
+    return choice.absent ? Availability::Absent(choice.why_none)
+                         : Availability::Unusable(choice.why_none);
+  }
+  if (port != nullptr) *port = choice.ports[0];
+  return Availability::Usable(choice.ports[0].device + ":" + std::to_string(choice.ports[0].port));
 }
 
 }  // namespace loom

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/base/status.h"
+#include "transports/ib/verbs.h"
 
 namespace loom {
 
@@ -52,8 +53,9 @@ struct TransportRecord {
   std::string host_id;   // equal <=> same host and /dev/shm (topology/host.h)
   std::string hostname;  // for messages
   Availability shm, socket, ucx, ib;
-  // The socket listener's "address:port" ("[v6]:port"); a loopback address
-  // here cannot be reached from another host.
+  // The socket listener's "address:port" ("[v6]:port"), or with several
+  // NICs their list (transports/tcp/nics.h), loopback never among them; a
+  // loopback address here cannot be reached from another host.
   std::string socket_address;
   TransportKnobs knobs;
   bool operator==(const TransportRecord&) const = default;
@@ -111,5 +113,16 @@ Result<std::vector<LinkPlan>> PlanPeers(const std::vector<TransportRecord>& rank
 // the error, which lists the accepted values.
 Result<TransportKind> ParseTransportName(std::string_view text, std::string_view what,
                                          bool allow_shm);
+
+// What a host offers of IB, from verbs discovery (`found`) and NCCL_IB_HCA
+// (`hca`, NCCL's grammar): absent (no library, no device, nothing the filter
+// names), unusable (ports present but down or filtered out), or usable with
+// the first selected active port, which `port` receives when not null. The
+// caller handles NCCL_IB_DISABLE, which skips discovery altogether. Shared
+// by the runtime's setup and `loom doctor`, which runs it on each host's
+// gathered ports, so the two cannot disagree. Pure.
+Availability IbAvailabilityOf(const ib::Discovery& found, std::string_view hca,
+                              ib::PortInfo* port = nullptr);
+inline constexpr const char* kIbDisabledReason = "not probed: NCCL_IB_DISABLE=1";
 
 }  // namespace loom

@@ -372,5 +372,33 @@ TEST(TransportPlan, ExhaustivePairsAgreeAndHonourTheRules) {
   for (int c : chosen) EXPECT_GT(c, 100);
 }
 
+
+// The IB rule that setup and `loom doctor` share.
+TEST(IbAvailabilityOf, AbsentUnusableAndUsableAsDiscoveryAndTheFilterSay) {
+  ib::Discovery none;
+  none.absent_reason = "ibv_get_device_list failed: Function not implemented (ENOSYS)";
+  EXPECT_EQ(IbAvailabilityOf(none, ""), Availability::Absent(none.absent_reason));
+  EXPECT_EQ(IbAvailabilityOf(ib::Discovery{}, "").state, Availability::State::kAbsent);
+
+  ib::Discovery found;
+  ib::PortInfo down;
+  down.device = "mlx5_0";
+  down.active = false;
+  ib::PortInfo up;
+  up.device = "mlx5_1";
+  up.active = true;
+  found.ports = {down, up};
+  ib::PortInfo chosen;
+  const Availability usable = IbAvailabilityOf(found, "", &chosen);
+  EXPECT_EQ(usable, Availability::Usable("mlx5_1:1"));
+  EXPECT_EQ(chosen.device, "mlx5_1");
+  // Only the down port is selected: present but unusable (a warned fallback).
+  EXPECT_EQ(IbAvailabilityOf(found, "=mlx5_0").state, Availability::State::kUnusable);
+  // A filter naming nothing that exists.
+  const Availability typo = IbAvailabilityOf(found, "mlx9");
+  EXPECT_FALSE(typo.usable());
+  EXPECT_NE(typo.detail.find("mlx9"), std::string::npos) << typo.detail;
+}
+
 }  // namespace
 }  // namespace loom

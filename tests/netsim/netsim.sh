@@ -12,6 +12,9 @@
 # Needs root, iproute2, and for `block` iptables. Names are prefixed so that
 # several test runs can coexist: set NETSIM_PREFIX (default "ls") and
 # NETSIM_NET (second octet base, default 60: mgmt 10.60.0.x, data 10.61.0.x).
+# NETSIM_DATA_NICS=K (default 1) gives each host K data NICs: data1 on
+# 10.<D+1>.0.N, data2 on 10.<D+2>.0.N, ... each with its own bridge
+# (a host with several data networks, for striping tests).
 #
 # usage:
 #   netsim.sh up [N]                 create N hosts (default 3)
@@ -37,7 +40,8 @@ up() {
   local n=${1:-3}
   ip netns add "${P}sw"
   ip -n "${P}sw" link set lo up
-  for br in br-mgmt br-data; do
+  local extra=$((${NETSIM_DATA_NICS:-1} - 1)) k
+  for br in br-mgmt br-data $(for ((k = 1; k <= extra; ++k)); do echo "br-data$k"; done); do
     ip -n "${P}sw" link add "$br" type bridge
     ip -n "${P}sw" link set "$br" up
   done
@@ -52,6 +56,12 @@ up() {
       ip -n "$h" addr add "10.$sub.0.$i/24" dev "${net}0"
       ip -n "$h" link set "${net}0" up
     done
+    for ((k = 1; k <= extra; ++k)); do
+      ip link add "data$k" netns "$h" type veth peer name "data$k-h$i" netns "${P}sw"
+      ip -n "${P}sw" link set "data$k-h$i" master "br-data$k" up
+      ip -n "$h" addr add "10.$((D + k)).0.$i/24" dev "data$k"
+      ip -n "$h" link set "data$k" up
+    done
     mkdir -p "/etc/netns/$h"
     {
       echo "127.0.0.1 localhost"
@@ -61,7 +71,8 @@ up() {
       done
     } >"/etc/netns/$h/hosts"
   done
-  echo "netsim: $n hosts up (prefix $P): mgmt 10.$M.0.0/24, data 10.$D.0.0/24"
+  echo "netsim: $n hosts up (prefix $P): mgmt 10.$M.0.0/24, data 10.$D.0.0/24" \
+    "$( ((extra > 0)) && echo "+ $extra more data NIC(s) on 10.$((D + 1))..$((D + extra)).0.0/24")"
 }
 
 down() {

@@ -197,13 +197,36 @@ Status CheckImm(uint32_t imm, uint32_t seq, uint32_t chunk, const std::string& p
                        std::to_string(chunk & k24) + " (sequence numbers modulo 256)");
 }
 
+namespace {
+constexpr uint32_t kHeaderChunk = k24, kCreditChunk = k24 - 1;
+}  // namespace
+
+uint32_t HeaderImm(uint32_t seq) { return EncodeImm(seq, kHeaderChunk); }
+uint32_t CreditImm(uint32_t credits) { return EncodeImm(credits, kCreditChunk); }
+
+ImmInfo DecodeImm(uint32_t imm) {
+  ImmInfo info;
+  const uint32_t chunk = imm & k24, top = imm >> 24;
+  if (chunk == kHeaderChunk) {
+    info.kind = ImmInfo::Kind::kHeader;
+    info.seq = top;
+  } else if (chunk == kCreditChunk) {
+    info.kind = ImmInfo::Kind::kCredit;
+    info.credits = top;
+  } else {
+    info.seq = top;
+    info.chunk = chunk;
+  }
+  return info;
+}
+
 Result<std::vector<Chunk>> FrameMessage(size_t bytes, size_t slot_bytes, uint32_t seq) {
   if (slot_bytes == 0) return InvalidArgument("IB slot size 0");
   const size_t n = (bytes + slot_bytes - 1) / slot_bytes;
-  if (n > k24 + size_t{1}) {
+  if (n > kMaxChunks) {
     return InvalidArgument("a " + std::to_string(bytes) + "-byte message needs " +
                            std::to_string(n) + " IB chunks of " + std::to_string(slot_bytes) +
-                           " bytes; at most 2^24");
+                           " bytes; at most " + std::to_string(kMaxChunks));
   }
   std::vector<Chunk> chunks(n);
   for (size_t i = 0; i < n; ++i) {

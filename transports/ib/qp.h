@@ -94,12 +94,26 @@ struct Chunk {
 };
 // The payload chunks of a `bytes`-long message (none for an empty one), in
 // order, every chunk but the last exactly slot_bytes.
-// InvalidArgument when slot_bytes is 0 or the message needs more than 2^24
-// chunks. Pure.
+// InvalidArgument when slot_bytes is 0 or the message needs more than
+// kMaxChunks chunks (the two top chunk values are reserved below). Pure.
+inline constexpr uint32_t kMaxChunks = (1u << 24) - 2;
 Result<std::vector<Chunk>> FrameMessage(size_t bytes, size_t slot_bytes, uint32_t seq);
 uint32_t EncodeImm(uint32_t seq, uint32_t chunk);
 // Checks an arriving immediate against the expected (seq, chunk), naming
 // both in the error (a reordering or a lost completion).
 Status CheckImm(uint32_t imm, uint32_t seq, uint32_t chunk, const std::string& peer_desc);
+
+// The other two writes use reserved chunk values: the header of message
+// `seq` (its 16 bytes in a ring slot of their own), and a credit message
+// (no bytes) returning `credits` (1..255) ring slots to the writer.
+uint32_t HeaderImm(uint32_t seq);
+uint32_t CreditImm(uint32_t credits);
+struct ImmInfo {
+  enum class Kind : uint8_t { kData, kHeader, kCredit } kind = Kind::kData;
+  uint32_t seq = 0;      // kData, kHeader: message sequence modulo 256
+  uint32_t chunk = 0;    // kData
+  uint32_t credits = 0;  // kCredit
+};
+ImmInfo DecodeImm(uint32_t imm);
 
 }  // namespace loom::ib

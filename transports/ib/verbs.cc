@@ -14,7 +14,7 @@
 #include "comm/base/log.h"
 
 #if __has_include(<infiniband/verbs.h>)
-#include <infiniband/verbs.h>
+#include "transports/ib/verbs_api.h"
 #define LOOM_HAVE_VERBS_TYPES 1
 #endif
 
@@ -24,50 +24,11 @@ namespace loom::ib {
 
 namespace {
 
-// The verbs entry points discovery needs, looked up by name.
-struct Api {
-  ibv_device** (*get_device_list)(int*) = nullptr;
-  void (*free_device_list)(ibv_device**) = nullptr;
-  const char* (*get_device_name)(ibv_device*) = nullptr;
-  ibv_context* (*open_device)(ibv_device*) = nullptr;
-  int (*close_device)(ibv_context*) = nullptr;
-  int (*query_device)(ibv_context*, ibv_device_attr*) = nullptr;
-  int (*query_port)(ibv_context*, uint8_t, ibv_port_attr*) = nullptr;
-  int (*query_gid)(ibv_context*, uint8_t, int, ibv_gid*) = nullptr;
-  std::string error;  // why loading failed
-};
-
 template <typename F>
 bool Sym(void* handle, const char* name, F* out, std::string* error) {
   *out = reinterpret_cast<F>(dlsym(handle, name));
   if (*out == nullptr && error->empty()) *error = std::string(name) + " missing";
   return *out != nullptr;
-}
-
-const Api& Load(const char* library) {
-  static std::mutex mu;
-  static std::map<std::string, Api> loaded;  // never unloaded: verbs keeps global state
-  std::lock_guard<std::mutex> lock(mu);
-  auto [it, inserted] = loaded.try_emplace(library);
-  Api& api = it->second;
-  if (!inserted) return api;
-  void* h = dlopen(library, RTLD_NOW | RTLD_LOCAL);
-  if (h == nullptr) {
-    const char* e = dlerror();
-    api.error = std::string(library) + " not found (" + (e ? e : "dlopen failed") + ")";
-    return api;
-  }
-  std::string& err = api.error;
-  Sym(h, "ibv_get_device_list", &api.get_device_list, &err);
-  Sym(h, "ibv_free_device_list", &api.free_device_list, &err);
-  Sym(h, "ibv_get_device_name", &api.get_device_name, &err);
-  Sym(h, "ibv_open_device", &api.open_device, &err);
-  Sym(h, "ibv_close_device", &api.close_device, &err);
-  Sym(h, "ibv_query_device", &api.query_device, &err);
-  Sym(h, "ibv_query_port", &api.query_port, &err);
-  Sym(h, "ibv_query_gid", &api.query_gid, &err);
-  if (!err.empty()) err = std::string(library) + " is unusable: " + err;
-  return api;
 }
 
 std::string ReadLine(const std::string& path) {
@@ -107,9 +68,49 @@ void ReadGids(const Api& api, ibv_context* ctx, int table_len, PortInfo* port) {
 
 }  // namespace
 
+const Api& LoadApi(const char* library) {
+  static std::mutex mu;
+  static std::map<std::string, Api> loaded;  // never unloaded: verbs keeps global state
+  std::lock_guard<std::mutex> lock(mu);
+  auto [it, inserted] = loaded.try_emplace(library);
+  Api& api = it->second;
+  if (!inserted) return api;
+  void* h = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) {
+    const char* e = dlerror();
+    api.error = std::string(library) + " not found (" + (e ? e : "dlopen failed") + ")";
+    return api;
+  }
+  std::string& err = api.error;
+  Sym(h, "ibv_get_device_list", &api.get_device_list, &err);
+  Sym(h, "ibv_free_device_list", &api.free_device_list, &err);
+  Sym(h, "ibv_get_device_name", &api.get_device_name, &err);
+  Sym(h, "ibv_open_device", &api.open_device, &err);
+  Sym(h, "ibv_close_device", &api.close_device, &err);
+  Sym(h, "ibv_query_device", &api.query_device, &err);
+  Sym(h, "ibv_query_port", &api.query_port, &err);
+  Sym(h, "ibv_query_gid", &api.query_gid, &err);
+  Sym(h, "ibv_alloc_pd", &api.alloc_pd, &err);
+  Sym(h, "ibv_dealloc_pd", &api.dealloc_pd, &err);
+  Sym(h, "ibv_reg_mr", &api.reg_mr, &err);
+  Sym(h, "ibv_dereg_mr", &api.dereg_mr, &err);
+  Sym(h, "ibv_create_comp_channel", &api.create_comp_channel, &err);
+  Sym(h, "ibv_destroy_comp_channel", &api.destroy_comp_channel, &err);
+  Sym(h, "ibv_create_cq", &api.create_cq, &err);
+  Sym(h, "ibv_destroy_cq", &api.destroy_cq, &err);
+  Sym(h, "ibv_get_cq_event", &api.get_cq_event, &err);
+  Sym(h, "ibv_ack_cq_events", &api.ack_cq_events, &err);
+  Sym(h, "ibv_create_qp", &api.create_qp, &err);
+  Sym(h, "ibv_modify_qp", &api.modify_qp, &err);
+  Sym(h, "ibv_destroy_qp", &api.destroy_qp, &err);
+  Sym(h, "ibv_wc_status_str", &api.wc_status_str, &err);
+  if (!err.empty()) err = std::string(library) + " is unusable: " + err;
+  return api;
+}
+
 Discovery DiscoverPorts(const char* library) {
   Discovery d;
-  const Api& api = Load(library);
+  const Api& api = LoadApi(library);
   if (!api.error.empty()) {
     d.absent_reason = api.error;
     return d;

@@ -1,5 +1,6 @@
-// TcpContext: Boost.Asio acceptor/connect with deadlines; a 24-byte hello
-// (magic, tag, rank, socket index) authenticates each connection before use.
+// TcpContext: Boost.Asio acceptors (one per NIC) and connects with
+// deadlines; a 24-byte hello (magic, tag, rank, socket index) authenticates
+// each connection before use.
 #include "transports/tcp/context.h"
 
 #include <boost/asio.hpp>
@@ -42,8 +43,8 @@ Result<tcp::endpoint> ParseEndpoint(const std::string& text) {
 
 struct TcpContext::Impl {
   asio::io_context io;
-  tcp::acceptor acceptor{io};
-  std::string ifname;
+  std::vector<std::unique_ptr<tcp::acceptor>> acceptors;  // one per NIC
+  std::vector<TcpNic> nics;  // what they listen on, with ports and names
   uint64_t tag = 0;
 };
 
@@ -51,66 +52,113 @@ TcpContext::~TcpContext() = default;
 
 Result<std::unique_ptr<TcpContext>> TcpContext::Create(const std::string& bind_address,
                                                        const std::string& ifname, uint64_t tag) {
+  return Create(std::vector<TcpListen>{{bind_address, ifname, 0}}, tag);
+}
+
+Result<std::unique_ptr<TcpContext>> TcpContext::Create(const std::vector<TcpListen>& nics,
+                                                       uint64_t tag) {
+  if (nics.empty()) return InvalidArgument("TcpContext needs at least one interface");
   std::unique_ptr<TcpContext> ctx(new TcpContext());
   ctx->impl_ = std::make_unique<Impl>();
   Impl& im = *ctx->impl_;
-  im.ifname = ifname;
   im.tag = tag;
-  boost::system::error_code ec;
-  auto addr = asio::ip::make_address(bind_address, ec);
-  if (ec) return InvalidArgument("bad bind address '" + bind_address + "': " + ec.message());
-  tcp::endpoint ep(addr, 0);
-  im.acceptor.open(ep.protocol(), ec);
-  if (!ec) im.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec) im.acceptor.bind(ep, ec);
-  if (!ec) im.acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return SystemError("cannot listen on " + bind_address + " (" + ifname + "): " + ec.message() +
-                       "; choose another interface with NCCL_SOCKET_IFNAME");
+  for (const TcpListen& nic : nics) {
+    boost::system::error_code ec;
+    auto addr = asio::ip::make_address(nic.address, ec);
+    if (ec) return InvalidArgument("bad bind address '" + nic.address + "': " + ec.message());
+    tcp::endpoint ep(addr, 0);
+    auto acceptor = std::make_unique<tcp::acceptor>(im.io);
+    acceptor->open(ep.protocol(), ec);
+    if (!ec) acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor->bind(ep, ec);
+    if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return SystemError("cannot listen on " + nic.address + " (" + nic.ifname + "): " +
+                         ec.message() + "; choose another interface with NCCL_SOCKET_IFNAME");
+    }
+    auto local = acceptor->local_endpoint();
+    std::string host = local.address().to_string();
+    if (local.address().is_v6()) host = "[" + host + "]";
+    im.nics.push_back(TcpNic{host + ":" + std::to_string(local.port()), nic.prefix_len, nic.ifname});
+    LOOM_INFO(log::kInit | log::kNet, "NET/Socket : Using [%zu]%s:%s", im.acceptors.size(),
+              nic.ifname.c_str(), im.nics.back().endpoint.c_str());
+    im.acceptors.push_back(std::move(acceptor));
   }
-  LOOM_INFO(log::kInit | log::kNet, "NET/Socket : Using [0]%s:%s", ifname.c_str(),
-            ctx->address().c_str());
   return ctx;
 }
 
-std::string TcpContext::address() const {
-  auto ep = impl_->acceptor.local_endpoint();
-  std::string host = ep.address().to_string();
-  if (ep.address().is_v6()) host = "[" + host + "]";
-  return host + ":" + std::to_string(ep.port());
-}
+std::string TcpContext::address() const { return FormatNicList(impl_->nics); }
 
 Result<std::vector<std::unique_ptr<Connection>>> TcpContext::Connect(
     int rank, const std::vector<int>& peers, const std::vector<std::string>& addresses,
     const std::vector<std::string>& hosts, int nsocks, Deadline deadline) {
   Impl& im = *impl_;
+  // Per peer: the NIC pairs (lower rank's index, higher rank's), the socket
+  // count, and the local NIC names for `via`.
+  struct Plan {
+    std::vector<TcpNic> theirs;
+    std::vector<std::pair<int, int>> pairs;
+    int nsocks = 0;
+    std::string via;
+  };
+  std::map<int, Plan> plan;
+  for (int p : peers) {
+    Plan& pl = plan[p];
+    auto theirs = ParseNicList(addresses[p]);
+    if (!theirs.ok()) {
+      return theirs.status().WithContext("rank " + std::to_string(p) + " (" + hosts[p] + ")");
+    }
+    pl.theirs = std::move(theirs).value();
+    pl.pairs = p > rank ? MatchNics(im.nics, pl.theirs) : MatchNics(pl.theirs, im.nics);
+    pl.nsocks = std::max(nsocks, static_cast<int>(pl.pairs.size()));
+    for (auto [lo, hi] : pl.pairs) {
+      pl.via += (pl.via.empty() ? "" : ",") + im.nics[p > rank ? lo : hi].ifname;
+    }
+  }
   std::map<int, std::vector<int>> fd_of;  // peer -> connected fds by index (-1 = not yet)
-  for (int p : peers) fd_of[p].assign(nsocks, -1);
+  int wanted = 0;
+  for (int p : peers) {
+    fd_of[p].assign(plan[p].nsocks, -1);
+    wanted += plan[p].nsocks;
+  }
   int connected = 0;
-  const int wanted = static_cast<int>(peers.size()) * nsocks;
   int expected_accepts = 0;
   Status failure;
   bool finished = false;  // late handlers (cancellations) must not report errors
   std::vector<std::unique_ptr<tcp::socket>> sockets;
 
-  // Higher rank connects to the lower one and introduces itself.
+  // Higher rank connects to the lower one and introduces itself; with
+  // several NICs each socket leaves from its local NIC's address.
   for (int p : peers) {
+    const Plan& pl = plan[p];
     if (p > rank) {
-      expected_accepts += nsocks;
+      expected_accepts += pl.nsocks;
       continue;
     }
-    auto ep = ParseEndpoint(addresses[p]);
-    if (!ep.ok()) return ep.status();
-    for (int index = 0; index < nsocks; ++index) {
+    for (int index = 0; index < pl.nsocks; ++index) {
+      const auto [lo, hi] = pl.pairs[index % pl.pairs.size()];
+      auto ep = ParseEndpoint(pl.theirs[lo].endpoint);
+      if (!ep.ok()) return ep.status();
       auto sock = std::make_unique<tcp::socket>(im.io);
       tcp::socket* s = sock.get();
+      if (im.nics.size() > 1) {
+        boost::system::error_code bec;
+        auto local = ParseEndpoint(im.nics[hi].endpoint);
+        if (local.ok()) s->open(local->protocol(), bec);
+        if (local.ok() && !bec) s->bind(tcp::endpoint(local->address(), 0), bec);
+        if (!local.ok() || bec) {
+          return SystemError("cannot bind a socket to " + im.nics[hi].endpoint + " (" +
+                             im.nics[hi].ifname + ")" + (bec ? ": " + bec.message() : ""));
+        }
+      }
       auto hello = std::make_shared<Hello>(Hello{kHelloMagic, im.tag, rank, index});
       s->async_connect(ep.value(), [&, s, p, index, hello](const boost::system::error_code& ec) {
         if (finished) return;
         if (ec) {
           if (failure.ok()) {
             failure = SystemError("cannot connect to rank " + std::to_string(p) + " (" + hosts[p] +
-                                  ") at " + addresses[p] + ": " + ec.message() +
+                                  ") at " + addresses[p] + " from " + plan[p].via + ": " +
+                                  ec.message() +
                                   " (firewall, wrong interface or unreachable network? see "
                                   "NCCL_SOCKET_IFNAME and `loom doctor`)");
           }
@@ -136,9 +184,9 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpContext::Connect(
 
   // Lower rank accepts; a connection that does not present our tag and a
   // valid rank is dropped (a stranger or a stale job), and we keep waiting.
-  std::function<void()> accept_one = [&]() {
+  std::function<void(tcp::acceptor*)> accept_one = [&](tcp::acceptor* acceptor) {
     auto sock = std::make_shared<tcp::socket>(im.io);
-    im.acceptor.async_accept(*sock, [&, sock](const boost::system::error_code& ec) {
+    acceptor->async_accept(*sock, [&, sock, acceptor](const boost::system::error_code& ec) {
       if (finished) return;
       if (ec) {
         if (failure.ok()) failure = SystemError("accept failed: " + ec.message());
@@ -146,12 +194,13 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpContext::Connect(
       }
       auto hello = std::make_shared<Hello>();
       asio::async_read(*sock, asio::buffer(hello.get(), sizeof(Hello)),
-                       [&, sock, hello](const boost::system::error_code& ec2, size_t) {
+                       [&, sock, hello, acceptor](const boost::system::error_code& ec2, size_t) {
                          if (finished) return;
                          auto it = fd_of.find(hello->rank);
                          bool valid = !ec2 && hello->magic == kHelloMagic && hello->tag == im.tag &&
                                       hello->rank > rank && it != fd_of.end() &&
-                                      hello->index >= 0 && hello->index < nsocks &&
+                                      hello->index >= 0 &&
+                                      hello->index < static_cast<int>(it->second.size()) &&
                                       it->second[hello->index] < 0;
                          if (!valid) {
                            LOOM_WARN(log::kNet,
@@ -163,11 +212,13 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpContext::Connect(
                            ++connected;
                            --expected_accepts;
                          }
-                         if (expected_accepts > 0) accept_one();
+                         if (expected_accepts > 0) accept_one(acceptor);
                        });
     });
   };
-  if (expected_accepts > 0) accept_one();
+  if (expected_accepts > 0) {
+    for (auto& a : im.acceptors) accept_one(a.get());
+  }
 
   while (failure.ok() && connected < wanted) {
     if (deadline.expired()) break;
@@ -175,7 +226,7 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpContext::Connect(
     if (im.io.stopped()) im.io.restart();
   }
   finished = true;
-  im.acceptor.cancel();
+  for (auto& a : im.acceptors) a->cancel();
   for (auto& s : sockets) {
     boost::system::error_code ignored;
     if (s->is_open()) s->close(ignored);
@@ -201,10 +252,11 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpContext::Connect(
   }
   std::vector<std::unique_ptr<Connection>> conns;
   for (int p : peers) {
-    conns.push_back(std::make_unique<TcpConnection>(p, hosts[p], "NET/Socket/" + im.ifname,
+    const Plan& pl = plan[p];
+    conns.push_back(std::make_unique<TcpConnection>(p, hosts[p], "NET/Socket/" + pl.via,
                                                     std::move(fd_of[p])));
     LOOM_INFO(log::kInit | log::kNet, "rank %d -> rank %d via NET/Socket/%s (%d socket%s)", rank, p,
-              im.ifname.c_str(), nsocks, nsocks > 1 ? "s" : "");
+              pl.via.c_str(), pl.nsocks, pl.nsocks > 1 ? "s" : "");
   }
   return conns;
 }
