@@ -34,6 +34,11 @@ case $SCENARIO in
     bash "$NETSIM" shape 2 data0 40mbit
     for i in 1 2 3; do HOSTENV[$i]="NCCL_SOCKET_IFNAME==data0"; done
     FLAGS=(--expect 1gbit --stream-seconds 1) ;;
+  shaped_nic)
+    # Two data NICs per host (the filter selects both); only h2's data0 is slow.
+    bash "$NETSIM" shape 2 data0 40mbit
+    for i in 1 2 3; do HOSTENV[$i]="NCCL_SOCKET_IFNAME=mgmt0,data0"; done
+    FLAGS=(--expect 1gbit --stream-seconds 0.5) ;;
   *) echo "unknown scenario $SCENARIO"; exit 2 ;;
 esac
 
@@ -88,5 +93,9 @@ case $SCENARIO in
   mtu) expect FAIL mtu_routes FAIL h3 "mtu 1500 on h1/data0,h2/data0; mtu 9000 on h3/data0"; same_codes 2 ;;
   env) expect FAIL fingerprint FAIL h3 "NCCL_IB_DISABLE differs: '0' on h1,h2; '1' on h3"; same_codes 2 ;;
   shaped) expect FAIL bandwidth FAIL h2 "sends at"; same_codes 2 ;;
+  shaped_nic) expect FAIL bandwidth FAIL h2 "on data0, "; same_codes 2
+    python3 -c 'import json, sys
+bad = [f for f in json.load(open(sys.argv[1]))["findings"] if f["check"] == "bandwidth" and "mgmt0" in f["summary"]]
+sys.exit(f"the unshaped NIC was judged: {bad}" if bad else 0)' "$WORK/out1" ;;
 esac
 echo "doctor netns $SCENARIO: ok"

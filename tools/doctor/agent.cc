@@ -5,6 +5,8 @@
 #include <map>
 #include <memory>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "tools/doctor/gather.h"
 #include "tools/doctor/net.h"
@@ -111,33 +113,56 @@ class Coordinator {
   }
 
   // One timed stream per ordered pair of distinct hosts, to the address the
-  // runtime would use, skipping pairs whose probe already failed.
+  // runtime would use, and when the sender has several data NICs one more
+  // per other NIC (to the receiver's address on that NIC's subnet); one
+  // stream at a time, skipping targets whose probe failed.
   void RunStreams() {
+    std::vector<HostFacts> all;
+    for (auto& [r, a] : agents_) all.push_back(a.facts);
+    const bool multi = MultiHost(all);
     for (auto& [from, a] : agents_) {
       for (auto& [to, b] : agents_) {
         if (from == to || a.lost || a.facts.host_id == b.facts.host_id) continue;
-        auto sel = SelectedInterface(b.facts);
-        if (!sel.ok()) continue;
-        const std::string addr = sel->address.substr(0, sel->address.find('%'));
-        bool reached = false;
-        for (const Probe& p : a.facts.probes) reached |= p.to_rank == to && p.address == addr && p.outcome == ProbeOutcome::kOk;
-        if (!reached) continue;
-        const Value cmd = Value::Object{{"type", "stream"},     {"to_rank", to},
-                                        {"address", addr},      {"port", b.facts.probe_port},
-                                        {"seconds", opt_.stream_seconds}};
-        const Deadline d = Deadline::After(milliseconds(static_cast<int64_t>(opt_.stream_seconds * 5000) +
-                                                        2 * opt_.connect_timeout_ms + 5000));
-        if (!SendMessage(a.conn.get(), cmd, d, a.facts.label).ok()) {
-          a.lost = true;
-          continue;
+        std::vector<std::pair<NetInterface, NetInterface>> links;  // (sender's NIC, receiver's NIC)
+        auto sel_from = SelectedInterface(a.facts);
+        auto sel_to = SelectedInterface(b.facts);
+        if (sel_to.ok()) links.emplace_back(sel_from.ok() ? *sel_from : NetInterface{}, *sel_to);
+        const std::vector<NetInterface> nics = DataNics(a.facts, multi);
+        for (size_t i = 1; i < nics.size() && i < kMaxNicsPerHost; ++i) {
+          if (auto target = PeerNicOnSubnet(b.facts, nics[i], multi)) links.emplace_back(nics[i], *target);
         }
-        auto res = Expect(a.conn.get(), "stream_result", d, a.facts.label);
-        const Value* sv = res.ok() ? res->Find("facts") : nullptr;
-        auto f = sv ? FactsFromJson(*sv) : Result<HostFacts>(res.status());
-        if (f.ok() && !f->streams.empty()) a.facts.streams.push_back(f->streams.front());
+        for (const auto& [nic, target] : links) Stream1(a, b, to, nic.name, target);
       }
     }
   }
+
+  // One timed stream from agent `a` to `target` of agent `b` (rank `to`).
+  void Stream1(Agent& a, const Agent& b, int to, const std::string& nic, const NetInterface& target) {
+    const std::string addr = target.address.substr(0, target.address.find('%'));
+    bool reached = false;
+    for (const Probe& p : a.facts.probes) reached |= p.to_rank == to && p.address == addr && p.outcome == ProbeOutcome::kOk;
+    if (!reached || a.lost) return;
+    const Value cmd = Value::Object{{"type", "stream"},     {"to_rank", to},
+                                    {"address", addr},      {"port", b.facts.probe_port},
+                                    {"seconds", opt_.stream_seconds}};
+    const Deadline d = Deadline::After(milliseconds(static_cast<int64_t>(opt_.stream_seconds * 5000) +
+                                                    2 * opt_.connect_timeout_ms + 5000));
+    if (!SendMessage(a.conn.get(), cmd, d, a.facts.label).ok()) {
+      a.lost = true;
+      return;
+    }
+    auto res = Expect(a.conn.get(), "stream_result", d, a.facts.label);
+    const Value* sv = res.ok() ? res->Find("facts") : nullptr;
+    auto f = sv ? FactsFromJson(*sv) : Result<HostFacts>(res.status());
+    if (!f.ok() || f->streams.empty()) return;
+    Stream s = f->streams.front();
+    if (!nic.empty()) s.ifname = nic;  // routing by the target's subnet sends it out of this NIC
+    s.to_ifname = target.name;
+    a.facts.streams.push_back(std::move(s));
+  }
+
+  // Streams per host pair are bounded: the selected NIC and a few more.
+  static constexpr size_t kMaxNicsPerHost = 8;
 
   const AgentOptions& opt_;
   Fd listener_;

@@ -37,6 +37,17 @@ bool MultiHost(const std::vector<HostFacts>& hosts);
 // resolved there. The error is the runtime's own message.
 Result<NetInterface> SelectedInterface(const HostFacts& f);
 
+// The data NICs of a host, best first: the interfaces NCCL's rules would
+// use for sockets (NCCL_SOCKET_IFNAME may name several; the first is
+// SelectedInterface's) and the netdevs of its RDMA NICs; up, routable and,
+// in a multi-host job, not host-private. Check 6 streams over each when a
+// host has more than one.
+std::vector<NetInterface> DataNics(const HostFacts& f, bool multi_host);
+
+// The interface of `peer` on the same subnet as `nic` (one of its data NICs
+// first), if it has one: where a stream leaving on `nic` arrives.
+std::optional<NetInterface> PeerNicOnSubnet(const HostFacts& peer, const NetInterface& nic, bool multi_host);
+
 // Names a multi-host job should not use: loopback, container bridges and
 // virtual links (lo*, docker*, virbr*, br-*, veth*, cni*, flannel*, cali*,
 // vxlan*, tun*, tap*).
@@ -65,19 +76,27 @@ std::vector<Finding> CheckInterfaces(const std::vector<HostFacts>& hosts, const 
 std::vector<Finding> CheckReachability(const std::vector<HostFacts>& hosts);
 // 4. Fingerprint and NCCL_/LOOM_/UCX_ environment: the odd host out.
 std::vector<Finding> CheckFingerprint(const std::vector<HostFacts>& hosts);
-// 5. RDMA fabric from the NICs in each topology: present, port state, link
-// layer, rate, RoCE version, and the knobs that govern it.
+// 5. RDMA fabric from verbs discovery (or the NICs in each topology):
+// present, port state, link layer; across hosts the GID each port would use
+// (NCCL_IB_GID_INDEX and the runtime's ib::ChooseGid): a subnet no other
+// host has, rails in another order, RoCE version and GID index differences.
 std::vector<Finding> CheckFabric(const std::vector<HostFacts>& hosts);
-// 6. Timed streams against --expect or the sysfs link speed.
+// 6. Timed streams (one per data NIC per ordered host pair) against --expect
+// or the slower end's sysfs link speed; names the host and NIC whose every
+// stream is slow, else the pair.
 std::vector<Finding> CheckBandwidth(const std::vector<HostFacts>& hosts, const CheckOptions& opt);
 // 7. MTU mismatch within a subnet across hosts; overlapping subnets on one host.
 std::vector<Finding> CheckMtuAndRoutes(const std::vector<HostFacts>& hosts);
 // 8. /dev/shm size, memlock, open files.
 std::vector<Finding> CheckLimits(const std::vector<HostFacts>& hosts);
-// 9. GPU pairs across the SMP link, NICs far from GPUs, GPUDirect RDMA module.
+// 9. GPU pairs across the SMP link, NICs far from GPUs, GPUDirect RDMA
+// module, PCIe ACS redirecting peer traffic on bridges between GPUs or a GPU
+// and its NIC, an IOMMU translating GPU DMA (HostFacts::pci).
 std::vector<Finding> CheckGpu(const std::vector<HostFacts>& hosts);
-// 10. The transport loom would use for each pair of agents and the knob
-// that governs it.
+// 10. The transport loom would use for each pair of agents, decided by the
+// runtime's own rule (comm/transport_plan.h PlanLink) over the records the
+// runtime would publish; its fallback warnings and errors, and the knob that
+// governs each link.
 std::vector<Finding> CheckTransportPlan(const std::vector<HostFacts>& hosts);
 
 // All of the above, in check order. Checks whose facts were not gathered

@@ -1,32 +1,26 @@
-// Checks 4, 5, 6, 8, 9 and 10 (fingerprint, fabric, bandwidth, limits, GPU
-// side, transport plan) and RunAllChecks.
+// Checks 4, 6, 8 and 10 (fingerprint, bandwidth, limits, transport plan)
+// and RunAllChecks; the hardware checks 5 and 9 are in checks_fabric.cc.
 #include <algorithm>
-#include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
+#include <utility>
 
-#include "topology/paths.h"
+#include "comm/transport_plan.h"
 #include "topology/socket_ifname.h"
+#include "tools/doctor/check_helpers.h"
 #include "tools/doctor/checks.h"
 
 namespace loom::doctor {
 
 namespace {
 
-using topology::NodeKind;
-using topology::PathType;
-
-std::string Join(const std::vector<std::string>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + v[i];
-  return s;
-}
-
-std::string Fmt(const char* fmt, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
-}
+using detail::BuildHasIb;
+using detail::FingerprintValue;
+using detail::Fmt;
+using detail::Join;
+using detail::RdmaNics;
+using detail::Truthy;
 
 // "512 MiB", "64 GiB".
 std::string Bytes(int64_t b) {
@@ -46,27 +40,47 @@ bool PerHostVariable(const std::string& k) {
   return kPerHost.count(k) > 0 || k.ends_with("_RANK");
 }
 
-// The RDMA NIC ports of a host's topology.
-std::vector<const topology::Node*> RdmaNics(const HostFacts& f) {
-  std::vector<const topology::Node*> out;
-  if (!f.topology) return out;
-  for (int i : f.topology->OfKind(NodeKind::kNic)) {
-    if (f.topology->nodes[i].rdma) out.push_back(&f.topology->nodes[i]);
+// What the runtime's setup would publish for this host (comm/setup.cc), so
+// that the runtime's own rule, PlanLink, decides each link. Built from the
+// facts, since the doctor gathers them once and judges them on rank 0:
+//  - SHM is always offered (the runtime offers it unconditionally);
+//  - Socket: the interface NCCL's rules select, or why none;
+//  - UCX: only when the build has it (the doctor does not start a worker);
+//  - IB: the runtime's own IbAvailabilityOf on the gathered ports; found
+//    ports are unusable when the build carries no IB data path.
+TransportRecord TransportRecordOf(const HostFacts& f) {
+  TransportRecord r;
+  r.host_id = f.host_id;
+  r.hostname = f.label;
+  r.shm = Availability::Usable("/dev/shm");
+  if (auto sel = SelectedInterface(f); sel.ok()) {
+    r.socket = Availability::Usable(sel->name);
+    const std::string addr = sel->address.substr(0, sel->address.find('%'));
+    r.socket_address = (addr.find(':') != std::string::npos ? "[" + addr + "]" : addr) + ":" + std::to_string(f.probe_port);
+  } else {
+    r.socket = Availability::Unusable(sel.status().message());
   }
-  return out;
-}
-
-bool Truthy(const std::string& v) { return !v.empty() && v != "0" && v != "false" && v != "no" && v != "off"; }
-
-std::string FingerprintValue(const HostFacts& f, const std::string& key) {
-  for (const auto& [k, v] : f.fingerprint) {
-    if (k == key) return v;
+  const std::string transports = FingerprintValue(f, "transports");
+  r.ucx = transports.find("ucx") != std::string::npos ? Availability::Usable("UCX (not probed by the doctor)")
+                                                      : Availability::Absent("loom was built without UCX");
+  r.knobs.shm_disable = Truthy(f.Param("SHM_DISABLE"));
+  r.knobs.ib_disable = Truthy(f.Param("IB_DISABLE"));
+  r.knobs.net = f.Param("NET");
+  r.knobs.require = f.Env("LOOM_REQUIRE_TRANSPORT");
+  ib::Discovery found;
+  found.ports = detail::RdmaPorts(f);
+  if (found.ports.empty()) found.absent_reason = f.no_rdma_reason;
+  if (r.knobs.ib_disable) {
+    r.ib = Availability::Absent(kIbDisabledReason);
+  } else {
+    r.ib = IbAvailabilityOf(found, f.Param("IB_HCA"));
+    if (r.ib.usable() && !BuildHasIb(f)) {
+      r.ib = Availability::Unusable("found " + r.ib.detail + ", but this loom build moves data over " +
+                                    transports + " only");
+    }
   }
-  return "";
+  return r;
 }
-
-// Whether this build carries an RDMA data path (the fingerprint's transports).
-bool BuildHasIb(const HostFacts& f) { return FingerprintValue(f, "transports").find("ib") != std::string::npos; }
 
 }  // namespace
 
@@ -124,94 +138,23 @@ std::vector<Finding> CheckFingerprint(const std::vector<HostFacts>& hosts) {
   return out;
 }
 
-std::vector<Finding> CheckFabric(const std::vector<HostFacts>& hosts) {
-  std::vector<Finding> out;
-  std::vector<std::string> with, without;
-  std::map<std::string, std::vector<std::string>> layers, roce;  // value -> hosts
-  for (const HostFacts& f : hosts) {
-    const auto nics = RdmaNics(f);
-    (nics.empty() ? without : with).push_back(f.label);
-    if (nics.empty()) continue;
-    const bool disabled = Truthy(f.Param("IB_DISABLE"));
-    const std::string hca = f.Param("IB_HCA");
-    std::vector<std::string> down, up, filtered_out;
-    std::set<std::string> host_layers, host_roce;
-    const SocketIfnameFilter filter = SocketIfnameFilter::Parse(hca);
-    for (const topology::Node* n : nics) {
-      const std::string port = n->id + ":" + std::to_string(n->port);
-      if (!hca.empty() && !filter.Matches(n->id, n->port)) {
-        filtered_out.push_back(port);
-        continue;
-      }
-      (n->up ? up : down).push_back(port);
-      if (!n->up) continue;
-      host_layers.insert(std::string(Name(n->link_layer)));
-      if (n->link_layer == topology::LinkLayer::kEthernet) host_roce.insert("RoCE v" + std::to_string(n->roce_version));
-    }
-    for (const std::string& l : host_layers) layers[l].push_back(f.label);
-    for (const std::string& r : host_roce) roce[r].push_back(f.label);
-    if (!hca.empty() && up.empty() && down.empty()) {
-      out.push_back(Fail(Check::kFabric, f.label,
-                         "NCCL_IB_HCA='" + hca + "' matches none of " + Join(filtered_out),
-                         "set NCCL_IB_HCA to one of " + Join(filtered_out) + " or unset it"));
-    } else if (up.empty()) {
-      out.push_back(Fail(Check::kFabric, f.label,
-                         "every RDMA port is down (" + Join(down) + "): IB unusable here, loom falls back to sockets",
-                         "fix the link (ibstat; cable, subnet manager), or set NCCL_IB_DISABLE=1 on every host "
-                         "to use sockets knowingly"));
-    } else if (!down.empty()) {
-      out.push_back(Warn(Check::kFabric, f.label, "RDMA port(s) down: " + Join(down) + " (up: " + Join(up) + ")",
-                         "fix the link or exclude it: NCCL_IB_HCA=^" + down.front().substr(0, down.front().find(':'))));
-    }
-    if (disabled && !up.empty()) {
-      out.push_back(Warn(Check::kFabric, f.label,
-                         "NCCL_IB_DISABLE is set although " + Join(up) +
-                             " are up: all traffic goes over sockets",
-                         "unset NCCL_IB_DISABLE if the fabric is meant to be used"));
-    } else if (!up.empty() && !BuildHasIb(f)) {
-      out.push_back(Warn(Check::kFabric, f.label,
-                         "RDMA ports " + Join(up) + " are up, but this loom build moves data over " +
-                             FingerprintValue(f, "transports") + " only: expect socket bandwidth",
-                         "accept sockets knowingly (NCCL_NET=Socket), or use a loom build with the ib transport"));
-    }
-  }
-  if (!with.empty() && !without.empty()) {
-    std::string reason;
-    for (const HostFacts& f : hosts) {
-      if (RdmaNics(f).empty() && !f.no_rdma_reason.empty()) reason = " (" + f.no_rdma_reason + ")";
-    }
-    out.push_back(Fail(Check::kFabric, Join(without),
-                       "RDMA NICs on " + Join(with) + " but none on " + Join(without) + reason +
-                           ": a mixed job (one host on IB, another on sockets)",
-                       "make the hosts alike (container: pass --device=/dev/infiniband and the verbs "
-                       "libraries), or set NCCL_IB_DISABLE=1 on every host"));
-  }
-  auto differ = [&](const std::map<std::string, std::vector<std::string>>& m, const std::string& what,
-                    const std::string& fix) {
-    if (m.size() < 2) return;
-    std::string detail;
-    for (const auto& [v, labels] : m) detail += (detail.empty() ? "" : "; ") + v + " on " + Join(labels);
-    out.push_back(Fail(Check::kFabric, "", what + " differs between hosts: " + detail, fix));
-  };
-  differ(layers, "link layer", "use one fabric (all IB or all RoCE) or restrict NCCL_IB_HCA to the common one");
-  differ(roce, "RoCE version", "pick the same GID type on every host, e.g. NCCL_IB_GID_INDEX=3 (RoCE v2)");
-  if (out.empty()) {
-    std::string reason = hosts.empty() ? "" : hosts.front().no_rdma_reason;
-    out.push_back(Pass(Check::kFabric, with.empty()
-                                           ? "no RDMA devices on any host" + (reason.empty() ? "" : " (" + reason + ")") +
-                                                 ": sockets carry inter-host traffic, as expected"
-                                           : "RDMA ports up and alike on " + Join(with)));
-  }
-  return out;
-}
-
 std::vector<Finding> CheckBandwidth(const std::vector<HostFacts>& hosts, const CheckOptions& opt) {
   std::vector<Finding> out;
   struct Measured {
     const HostFacts* from;
     const HostFacts* to;
     const Stream* s;
-    double expect;  // Gb/s, 0 = unknown
+    std::string to_ifname;  // the receiver's NIC ("" unknown)
+    double expect;          // Gb/s, 0 = unknown
+  };
+  // A stream's NIC at one end: the named interface, else (older agents) the selected one.
+  auto nic = [](const HostFacts& f, const std::string& name) -> std::optional<NetInterface> {
+    for (const NetInterface& i : f.interfaces) {
+      if (!name.empty() && i.name == name) return i;
+    }
+    if (!name.empty()) return std::nullopt;
+    auto sel = SelectedInterface(f);
+    return sel.ok() ? std::optional<NetInterface>(*sel) : std::nullopt;
   };
   std::vector<Measured> all;
   for (const HostFacts& f : hosts) {
@@ -225,46 +168,53 @@ std::vector<Finding> CheckBandwidth(const std::vector<HostFacts>& hosts, const C
                            "see the reachability check for " + to.label));
         continue;
       }
+      const auto from_nic = nic(f, s.ifname);
+      const auto to_nic = nic(to, s.to_ifname);
       double expect = opt.expect_gbps;
-      if (expect <= 0) {
+      if (expect <= 0 && from_nic && to_nic && !from_nic->is_virtual && !to_nic->is_virtual &&
+          from_nic->speed_mbps > 0 && to_nic->speed_mbps > 0) {
         // The slower end's link speed, when both are real NICs with a known speed.
-        auto sel_from = SelectedInterface(f);
-        auto sel_to = SelectedInterface(to);
-        if (sel_from.ok() && sel_to.ok() && !sel_from->is_virtual && !sel_to->is_virtual &&
-            sel_from->speed_mbps > 0 && sel_to->speed_mbps > 0) {
-          expect = static_cast<double>(std::min(sel_from->speed_mbps, sel_to->speed_mbps)) / 1000;
-        }
+        expect = static_cast<double>(std::min(from_nic->speed_mbps, to_nic->speed_mbps)) / 1000;
       }
-      all.push_back({&f, &to, &s, expect});
+      all.push_back({&f, &to, &s, to_nic ? to_nic->name : "", expect});
     }
   }
   auto slow = [](const Measured& m, double frac) { return m.expect > 0 && m.s->Gbps() < frac * m.expect; };
-  // A host all of whose outgoing (or incoming) streams are slow, while
-  // others are not, is the one to name.
+  // The NIC of one host at one end of a stream.
+  auto end = [](const Measured& m, bool egress) {
+    return std::make_pair(egress ? m.from : m.to, egress ? m.s->ifname : m.to_ifname);
+  };
+  // A NIC all of whose outgoing (or incoming) streams are slow, while
+  // streams that do not touch it are not, is the one to name; with one
+  // NIC per host that names the host.
+  std::set<std::pair<const HostFacts*, std::string>> nics;
+  for (const Measured& m : all) nics.insert(end(m, true)), nics.insert(end(m, false));
   std::set<const Measured*> named;
-  for (const HostFacts& h : hosts) {
+  for (const auto& [h, ifname] : nics) {
+    const bool several = std::count_if(nics.begin(), nics.end(), [&](const auto& n) { return n.first == h; }) > 1;
     for (bool egress : {true, false}) {
       std::vector<const Measured*> mine;
       bool others_fast = false;
       for (const Measured& m : all) {
-        const bool touches = (egress ? m.from : m.to) == &h;
-        if (touches) mine.push_back(&m);
-        else if (!slow(m, 0.8) && m.expect > 0 && m.from != &h && m.to != &h) others_fast = true;
+        const auto key = std::make_pair(h, ifname);
+        if (end(m, egress) == key) mine.push_back(&m);
+        else if (end(m, !egress) != key && m.expect > 0 && !slow(m, 0.8)) others_fast = true;
       }
-      if (mine.empty() || !others_fast) continue;
+      if (mine.empty() || !others_fast || named.count(mine.front())) continue;
       if (!std::all_of(mine.begin(), mine.end(), [&](const Measured* m) { return slow(*m, 0.8); })) continue;
       double worst = 1e30;
       for (const Measured* m : mine) worst = std::min(worst, m->s->Gbps()), named.insert(m);
       const Measured& m0 = *mine.front();
-      const std::string ifname = egress ? m0.s->ifname : "its selected interface";
+      const std::string shown = ifname.empty() ? "its selected interface" : ifname;
       const double pct = 100 * worst / m0.expect;
       out.push_back((pct < 50 ? Fail : Warn)(
-          Check::kBandwidth, h.label,
-          std::string(egress ? "sends" : "receives") + " at " + Rate(worst) + " on " + ifname + ", " +
+          Check::kBandwidth, h->label,
+          std::string(egress ? "sends" : "receives") + " at " + Rate(worst) + " on " + shown + ", " +
               Fmt("%.0f%%", pct) + " of the expected " + Rate(m0.expect) + " (every " +
-              (egress ? "outgoing" : "incoming") + " stream is slow, the others are not)",
-          "inspect " + h.label + "'s link: 'ethtool " + m0.s->ifname + "' (speed, duplex), 'tc qdisc show dev " +
-              m0.s->ifname + "' (a rate limit), the switch port"));
+              (egress ? "outgoing" : "incoming") + " stream" + (several ? " on " + shown : "") +
+              " is slow, the others are not)",
+          "inspect " + h->label + "'s link: 'ethtool " + shown + "' (speed, duplex), 'tc qdisc show dev " + shown +
+              "' (a rate limit), the switch port"));
     }
   }
   for (const Measured& m : all) {
@@ -280,13 +230,16 @@ std::vector<Finding> CheckBandwidth(const std::vector<HostFacts>& hosts, const C
   if (out.empty()) {
     double lo = 1e30, hi = 0;
     bool any_expect = false;
+    std::set<std::string> ifnames;
     for (const Measured& m : all) {
       lo = std::min(lo, m.s->Gbps()), hi = std::max(hi, m.s->Gbps());
       any_expect = any_expect || m.expect > 0;
+      if (!m.s->ifname.empty()) ifnames.insert(m.s->ifname);
     }
     out.push_back(Pass(Check::kBandwidth,
                        all.empty() ? "no streams measured"
-                                   : std::to_string(all.size()) + " streams: " + Rate(lo) + " .. " + Rate(hi) +
+                                   : std::to_string(all.size()) + " streams on " + Join({ifnames.begin(), ifnames.end()}) +
+                                         ": " + Rate(lo) + " .. " + Rate(hi) +
                                          (any_expect ? ", at least 80% of the expected rate"
                                                      : " (no expected rate: virtual links; pass --expect RATE)")));
   }
@@ -341,105 +294,63 @@ std::vector<Finding> CheckLimits(const std::vector<HostFacts>& hosts) {
   return out;
 }
 
-std::vector<Finding> CheckGpu(const std::vector<HostFacts>& hosts) {
-  std::vector<Finding> out;
-  int gpus = 0;
-  for (const HostFacts& f : hosts) {
-    if (!f.topology) continue;
-    const topology::Topology& t = *f.topology;
-    const std::vector<int> g = t.OfKind(NodeKind::kGpu);
-    gpus += static_cast<int>(g.size());
-    std::vector<std::string> sys_pairs;
-    for (size_t a = 0; a < g.size(); ++a) {
-      for (size_t b = a + 1; b < g.size(); ++b) {
-        if (topology::ClassifyPath(t, g[a], g[b]).type == PathType::kSys) {
-          sys_pairs.push_back(t.nodes[g[a]].id + "-" + t.nodes[g[b]].id);
-        }
-      }
-    }
-    if (!sys_pairs.empty()) {
-      out.push_back(Warn(Check::kGpu, f.label,
-                         "GPU pairs across the SMP link (SYS): " + Join(sys_pairs) +
-                             ": peer-to-peer is off there by default, traffic is staged through host memory",
-                         "place communicating ranks on one socket, or allow it knowingly with NCCL_P2P_LEVEL=SYS"));
-    }
-    const bool rdma = !RdmaNics(f).empty();
-    std::vector<std::string> far;
-    for (int gi : g) {
-      const int nic = topology::ClosestNic(t, gi);
-      if (nic < 0 || !t.nodes[nic].rdma) continue;
-      const PathType p = topology::ClassifyPath(t, gi, nic).type;
-      if (p > PathType::kPxb) {
-        far.push_back(t.nodes[gi].id + "->" + t.nodes[nic].id + " " + std::string(topology::Name(p)));
-      }
-    }
-    if (!far.empty()) {
-      out.push_back(Warn(Check::kGpu, f.label,
-                         "nearest RDMA NIC is beyond a PCIe switch (" + Join(far) +
-                             "): GPUDirect RDMA is off by default (NCCL_NET_GDR_LEVEL=PXB), data crosses host memory",
-                         "put the NIC and GPU under one PCIe switch, or accept it knowingly with NCCL_NET_GDR_LEVEL=SYS"));
-    }
-    if (rdma && !g.empty() && !f.gdr_module) {
-      out.push_back(Warn(Check::kGpu, f.label,
-                         "GPUs and RDMA NICs present but no GPUDirect RDMA module (nvidia_peermem) is loaded",
-                         "modprobe nvidia_peermem (or use a driver with dma-buf support)"));
-    }
-  }
-  if (out.empty()) {
-    out.push_back(Pass(Check::kGpu, gpus == 0 ? "no GPUs on any host"
-                                              : std::to_string(gpus) + " GPU(s): peer paths and NIC placement fine"));
-  }
-  return out;
-}
-
 std::vector<Finding> CheckTransportPlan(const std::vector<HostFacts>& hosts) {
+  std::vector<TransportRecord> records;
+  for (const HostFacts& f : hosts) records.push_back(TransportRecordOf(f));
   std::vector<Finding> out;
   std::vector<std::string> lines;
+  std::map<std::string, std::vector<std::string>> fallbacks;  // host -> the runtime's warnings
+  // The end a runtime message is about: the one of the pair it names last.
+  auto about = [](const std::string& msg, const HostFacts& x, const HostFacts& y) {
+    const size_t px = msg.rfind("(" + x.label + ")"), py = msg.rfind("(" + y.label + ")");
+    return py != std::string::npos && (px == std::string::npos || py > px) ? y.label : x.label;
+  };
   for (size_t a = 0; a < hosts.size(); ++a) {
     for (size_t b = a + 1; b < hosts.size(); ++b) {
       const HostFacts& x = hosts[a];
       const HostFacts& y = hosts[b];
       const std::string pair = x.label + "<->" + y.label;
-      const std::string net = x.Param("NET");
-      if (x.host_id == y.host_id && !Truthy(x.Param("SHM_DISABLE"))) {
-        lines.push_back(pair + ": SHM (same host; NCCL_SHM_DISABLE)");
+      auto plan = PlanLink(records, static_cast<int>(a), static_cast<int>(b));
+      if (!plan.ok()) {
+        const std::string& msg = plan.status().message();
+        const std::string fix = msg.find("no network transport") != std::string::npos ? "see the interfaces check"
+                                : msg.find("loopback") != std::string::npos
+                                    ? "name the data interface on every host: NCCL_SOCKET_IFNAME==" +
+                                          (SuggestIfname(hosts).empty() ? "<data interface>" : SuggestIfname(hosts).substr(1))
+                                    : "unset NCCL_NET and LOOM_REQUIRE_TRANSPORT to let loom choose, or NCCL_NET=Socket; "
+                                      "set these knobs alike on every host";
+        out.push_back(Fail(Check::kTransportPlan, about(msg, x, y), pair + ": " + msg, fix));
         continue;
       }
-      if (!net.empty() && net != "Socket" && net != "socket" && net != "SOCKET") {
-        const bool ib = (net == "IB" || net == "ib") && BuildHasIb(x) && !RdmaNics(x).empty() && !RdmaNics(y).empty();
-        if (!ib) {
-          out.push_back(Fail(Check::kTransportPlan, x.label,
-                             pair + ": NCCL_NET=" + net + " selects a transport this build or these hosts cannot use (" +
-                                 FingerprintValue(x, "transports") + "); loom does not fall back when NCCL_NET is set",
-                             "unset NCCL_NET, or NCCL_NET=Socket"));
-          continue;
+      for (const std::string& w : plan->warnings) fallbacks[about(w, x, y)].push_back(w);
+      // The runtime's reason ends with the transport it settled on; the line starts with it.
+      std::string why = plan->reason;
+      for (const std::string tail : {"; Socket", "Socket"}) {
+        if (why.ends_with(tail)) why.resize(why.size() - tail.size());
+      }
+      std::string line = pair + ": " + TransportName(plan->kind);
+      switch (plan->kind) {
+        case TransportKind::kShm: line += " (" + why + "; NCCL_SHM_DISABLE)"; break;
+        case TransportKind::kIb: line += " (" + why + "; NCCL_IB_DISABLE, NCCL_IB_HCA)"; break;
+        case TransportKind::kUcx: line += " (" + why + "; NCCL_NET)"; break;
+        case TransportKind::kSocket: {
+          const std::string spec = x.Param("SOCKET_IFNAME");
+          line += " " + records[a].socket.detail + "->" + records[b].socket.detail + " " +
+                  records[b].socket_address.substr(0, records[b].socket_address.rfind(':')) + " (" + why +
+                  (why.empty() ? "" : "; ") + "NCCL_SOCKET_IFNAME" + (spec.empty() ? " unset" : "=" + spec) + ")";
+          break;
         }
-        lines.push_back(pair + ": IB (NCCL_NET=" + net + ")");
-        continue;
       }
-      auto sx = SelectedInterface(x);
-      auto sy = SelectedInterface(y);
-      if (!sx.ok() || !sy.ok()) {
-        out.push_back(Fail(Check::kTransportPlan, (!sx.ok() ? x : y).label,
-                           pair + ": no transport: no socket interface on " + (!sx.ok() ? x : y).label,
-                           "see the interfaces check"));
-        continue;
-      }
-      std::string why = x.host_id == y.host_id ? "same host but NCCL_SHM_DISABLE=1; " : "";
-      if (Truthy(x.Param("IB_DISABLE"))) {
-        why += "NCCL_IB_DISABLE=1; ";
-      } else if (RdmaNics(x).empty() || RdmaNics(y).empty()) {
-        why += "no RDMA NIC on " + std::string(RdmaNics(x).empty() ? x.label : y.label) + "; ";
-      } else if (!BuildHasIb(x)) {
-        why += "build without IB; ";
-      } else {
-        lines.push_back(pair + ": IB (auto; NCCL_IB_DISABLE, NCCL_IB_HCA)");
-        continue;
-      }
-      lines.push_back(pair + ": Socket " + sx->name + "->" + sy->name + " " + sy->address + " (" + why +
-                      "NCCL_SOCKET_IFNAME" + (x.Param("SOCKET_IFNAME").empty() ? " unset" : "=" + x.Param("SOCKET_IFNAME")) +
-                      ")");
+      lines.push_back(line);
     }
+  }
+  for (const auto& [host, warnings] : fallbacks) {
+    out.push_back(Warn(Check::kTransportPlan, host,
+                       warnings.front() + (warnings.size() > 1 ? " (and " + std::to_string(warnings.size() - 1) +
+                                                                     " more link(s) alike)"
+                                                               : ""),
+                       "fix the transport on " + host + ", or choose knowingly: NCCL_IB_DISABLE=1 (or NCCL_NET=Socket) "
+                       "on every host; LOOM_REQUIRE_TRANSPORT makes a fallback an error"));
   }
   if (out.empty()) {
     std::string summary;

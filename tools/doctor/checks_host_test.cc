@@ -156,7 +156,9 @@ TEST(DoctorFabric, IbUpButUnusedWarns) {
   EXPECT_NE(f[0].summary.find("NCCL_IB_DISABLE is set although mlx5_0:1 are up"), std::string::npos);
 }
 
-Stream S(int to, double gbps) { return {to, "data0", static_cast<int64_t>(gbps * 1e9 / 8), 1.0, ""}; }
+Stream S(int to, double gbps, const std::string& nic = "data0") {
+  return {to, nic, nic, static_cast<int64_t>(gbps * 1e9 / 8), 1.0, ""};
+}
 
 TEST(DoctorBandwidth, ShapedEgressNamesTheHost) {
   auto hosts = Cluster(3);
@@ -191,13 +193,13 @@ TEST(DoctorBandwidth, OneSlowPairAndNoExpectation) {
   EXPECT_EQ(f[0].severity, Severity::kPass);
   EXPECT_NE(f[0].summary.find("no expected rate"), std::string::npos);
   // A real NIC's sysfs speed is the expectation.
-  for (HostFacts& h : hosts) h.interfaces[1].speed_mbps = 10000;
+  for (HostFacts& h : hosts) h.interfaces[2].speed_mbps = 10000;  // data0, the streams' NIC
   EXPECT_EQ(Of(CheckBandwidth(hosts, {}), Severity::kWarn).size(), 1u);
 }
 
 TEST(DoctorBandwidth, FailedStreamFails) {
   auto hosts = Cluster(2);
-  hosts[0].streams = {{1, "data0", 0, 0, "connect timeout"}};
+  hosts[0].streams = {{1, "data0", "data0", 0, 0, "connect timeout"}};
   auto f = CheckBandwidth(hosts, {});
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].severity, Severity::kFail);
@@ -254,7 +256,7 @@ TEST(DoctorGpu, DgxIsCleanAndCpuOnlyHasNoGpus) {
   ASSERT_EQ(f.size(), 1u) << Dump(f);
   EXPECT_EQ(f[0].severity, Severity::kPass);
   hosts[0].topology = Fixture("cpu_only.json");
-  EXPECT_EQ(CheckGpu(hosts).front().summary, "no GPUs on any host");
+  EXPECT_NE(CheckGpu(hosts).front().summary.find("no GPUs on any host"), std::string::npos);
 }
 
 TEST(DoctorGpu, NicOffTheGpuSwitchWarns) {
@@ -304,12 +306,24 @@ TEST(DoctorPlan, SocketBetweenHostsShmWithinAndTheKnob) {
   auto f = CheckTransportPlan(hosts);
   ASSERT_EQ(f.size(), 1u) << Dump(f);
   EXPECT_EQ(f[0].severity, Severity::kPass);
-  EXPECT_NE(f[0].summary.find("h1<->h2: Socket mgmt0->mgmt0 10.60.0.2 (no RDMA NIC on h1; NCCL_SOCKET_IFNAME unset)"),
+  EXPECT_NE(f[0].summary.find("h1<->h2: Socket mgmt0->mgmt0 10.60.0.2 (auto: IB is absent on rank 0 (h1): "
+                              "libibverbs.so.1 not found; NCCL_SOCKET_IFNAME unset)"),
             std::string::npos)
       << f[0].summary;
   EXPECT_NE(f[0].summary.find("h1<->h3: SHM (same host; NCCL_SHM_DISABLE)"), std::string::npos);
+  // Each end decides from its own knobs: disabling SHM on one end only is
+  // the runtime's error naming both ends.
   hosts[0].env["NCCL_SHM_DISABLE"] = "1";
-  EXPECT_NE(CheckTransportPlan(hosts)[0].summary.find("same host but NCCL_SHM_DISABLE=1"), std::string::npos);
+  f = CheckTransportPlan(hosts);
+  ASSERT_EQ(f.size(), 1u) << Dump(f);
+  EXPECT_EQ(f[0].severity, Severity::kFail);
+  EXPECT_NE(f[0].summary.find("h1<->h3: rank 0 (h1) would reach rank 2 (h3) via Socket"), std::string::npos)
+      << f[0].summary;
+  hosts[2].env["NCCL_SHM_DISABLE"] = "1";
+  f = CheckTransportPlan(hosts);
+  ASSERT_EQ(f.size(), 1u) << Dump(f);
+  EXPECT_NE(f[0].summary.find("h1<->h3: Socket mgmt0->mgmt0 10.60.0.3 (same host, NCCL_SHM_DISABLE=1; "), std::string::npos)
+      << f[0].summary;
 }
 
 TEST(DoctorPlan, NetNamingAnAbsentTransportFails) {
@@ -318,7 +332,67 @@ TEST(DoctorPlan, NetNamingAnAbsentTransportFails) {
   auto f = CheckTransportPlan(hosts);
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].severity, Severity::kFail);
-  EXPECT_NE(f[0].summary.find("NCCL_NET=IB"), std::string::npos);
+  EXPECT_EQ(f[0].host, "h1");
+  EXPECT_NE(f[0].summary.find("NCCL_NET=IB selects IB, but IB is absent on rank 0 (h1)"), std::string::npos)
+      << f[0].summary;
+}
+
+TEST(DoctorPlan, TheRuntimesRuleDecidesIbAndItsFallbacks) {
+  auto hosts = Cluster(2);
+  for (HostFacts& h : hosts) {
+    h.no_rdma_reason.clear();
+    h.rdma_ports = {{"mlx5_0", 1, true, false, 1, {}}};
+  }
+  // Found, but this build has no IB data path: the runtime falls back, loudly.
+  auto f = CheckTransportPlan(hosts);
+  ASSERT_EQ(f.size(), 1u) << Dump(f);
+  EXPECT_EQ(f[0].severity, Severity::kWarn);
+  EXPECT_NE(f[0].summary.find("found mlx5_0:1, but this loom build moves data over shm,tcp only; falling back to Socket"),
+            std::string::npos)
+      << f[0].summary;
+  for (HostFacts& h : hosts) h.fingerprint[1].second = "shm,tcp,ib";
+  f = CheckTransportPlan(hosts);
+  ASSERT_EQ(f.size(), 1u) << Dump(f);
+  EXPECT_EQ(f[0].summary, "h1<->h2: IB (auto: IB on both ends; NCCL_IB_DISABLE, NCCL_IB_HCA)");
+  // NCCL_IB_HCA matching nothing on h2: IB unusable there, named.
+  hosts[1].env["NCCL_IB_HCA"] = "mlx4";
+  f = CheckTransportPlan(hosts);
+  ASSERT_EQ(f.size(), 1u) << Dump(f);
+  EXPECT_EQ(f[0].severity, Severity::kWarn);
+  EXPECT_EQ(f[0].host, "h2");
+  // LOOM_REQUIRE_TRANSPORT turns that fallback into the runtime's error.
+  hosts[0].env["LOOM_REQUIRE_TRANSPORT"] = "ib";
+  f = CheckTransportPlan(hosts);
+  ASSERT_EQ(f.size(), 1u) << Dump(f);
+  EXPECT_EQ(f[0].severity, Severity::kFail);
+  EXPECT_EQ(f[0].host, "h2");
+}
+
+TEST(DoctorBandwidth, SlowSecondNicNamedOnItsHost) {
+  // Every host streams on mgmt0 and data0; h2's data0 is shaped.
+  auto hosts = Cluster(3);
+  for (HostFacts& h : hosts) {
+    for (int to = 0; to < 3; ++to) {
+      if (to == h.rank) continue;
+      h.streams.push_back(S(to, 9.0, "mgmt0"));
+      h.streams.push_back(S(to, h.rank == 1 ? 0.04 : 9.0, "data0"));
+    }
+  }
+  CheckOptions opt;
+  opt.expect_gbps = 1;
+  auto f = CheckBandwidth(hosts, opt);
+  ASSERT_EQ(f.size(), 1u) << Dump(f);
+  EXPECT_EQ(f[0].severity, Severity::kFail);
+  EXPECT_EQ(f[0].host, "h2");
+  EXPECT_EQ(f[0].summary,
+            "sends at 40 Mbit/s on data0, 4% of the expected 1.00 Gbit/s (every outgoing stream on data0 is slow, "
+            "the others are not)");
+  // Without --expect each NIC is held to its own sysfs speed.
+  for (HostFacts& h : hosts) h.interfaces[2].speed_mbps = 100;  // data0: 100 Mbit/s NICs
+  f = CheckBandwidth(hosts, {});
+  ASSERT_EQ(f.size(), 1u) << Dump(f);
+  EXPECT_EQ(f[0].severity, Severity::kFail);
+  EXPECT_NE(f[0].summary.find("40% of the expected 100 Mbit/s"), std::string::npos) << f[0].summary;
 }
 
 TEST(DoctorAll, HealthyClusterIsAllPass) {

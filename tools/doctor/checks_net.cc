@@ -80,6 +80,43 @@ Result<NetInterface> SelectedInterface(const HostFacts& f) {
   return chosen.front();
 }
 
+std::vector<NetInterface> DataNics(const HostFacts& f, bool multi_host) {
+  std::vector<NetInterface> out;
+  auto add = [&](const NetInterface& i) {
+    if (!Routable(i) || (multi_host && IsHostPrivateName(i.name))) return;
+    for (const NetInterface& o : out) {
+      if (o.name == i.name) return;
+    }
+    out.push_back(i);
+  };
+  std::optional<sockaddr_storage> root = RootAddress(f);
+  if (auto socket = SelectSocketInterfaces(f.interfaces, f.Param("SOCKET_IFNAME"), f.Param("SOCKET_FAMILY"), 64,
+                                           root ? Sa(*root) : nullptr);
+      socket.ok()) {
+    for (const NetInterface& i : *socket) add(i);
+  }
+  if (f.topology) {
+    for (int n : f.topology->OfKind(topology::NodeKind::kNic)) {
+      const topology::Node& nic = f.topology->nodes[n];
+      if (!nic.rdma || nic.netdev.empty()) continue;
+      for (const NetInterface& i : f.interfaces) {
+        if (i.name == nic.netdev) add(i);
+      }
+    }
+  }
+  return out;
+}
+
+std::optional<NetInterface> PeerNicOnSubnet(const HostFacts& peer, const NetInterface& nic, bool multi_host) {
+  const std::string net = NetworkOf(nic);
+  for (const std::vector<NetInterface>& pool : {DataNics(peer, multi_host), peer.interfaces}) {
+    for (const NetInterface& i : pool) {
+      if (Routable(i) && NetworkOf(i) == net) return i;
+    }
+  }
+  return std::nullopt;
+}
+
 bool IsHostPrivateName(const std::string& ifname) {
   for (const char* p : {"lo", "docker", "virbr", "br-", "veth", "cni", "flannel", "cali", "vxlan",
                         "tun", "tap"}) {

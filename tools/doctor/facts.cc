@@ -1,7 +1,9 @@
 // HostFacts to and from JSON, the form agents send to the coordinator.
 #include "tools/doctor/facts.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "topology/topo_file.h"
 
@@ -42,6 +44,76 @@ Result<bool> Bool(const Value& v, const char* key) {
 Result<const Value::Array*> Arr(const Value& v, const char* key) {
   LOOM_ASSIGN_OR_RETURN(const Value* m, Member(v, key, Value::Type::kArray));
   return &m->array();
+}
+
+Result<std::vector<std::string>> Strings(const Value& v, const char* key) {
+  LOOM_ASSIGN_OR_RETURN(const Value::Array* a, Arr(v, key));
+  std::vector<std::string> out;
+  for (const Value& e : *a) {
+    if (!e.is_string()) return InvalidArgument(std::string("doctor facts: '") + key + "' holds a non-string");
+    out.push_back(e.string());
+  }
+  return out;
+}
+
+// GIDs travel as 32 hex digits, types as ib's names ("IB", "RoCEv1", "RoCEv2").
+constexpr const char* kGidTypes[] = {"IB", "RoCEv1", "RoCEv2"};
+
+std::string GidHex(const std::array<uint8_t, 16>& gid) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : gid) s += {kHex[b >> 4], kHex[b & 15]};
+  return s;
+}
+
+Result<std::array<uint8_t, 16>> GidFromHex(const std::string& s) {
+  std::array<uint8_t, 16> gid{};
+  auto nibble = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+  if (s.size() != 32) return InvalidArgument("doctor facts: GID '" + s + "' is not 32 hex digits");
+  for (size_t i = 0; i < 16; ++i) {
+    const int hi = nibble(s[2 * i]), lo = nibble(s[2 * i + 1]);
+    if (hi < 0 || lo < 0) return InvalidArgument("doctor facts: GID '" + s + "' is not 32 hex digits");
+    gid[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  return gid;
+}
+
+Value ToJson(const ib::PortInfo& p) {
+  Value::Array gids;
+  for (const ib::GidEntry& g : p.gids) {
+    gids.push_back(Value::Object{{"index", g.index},
+                                 {"gid", GidHex(g.gid)},
+                                 {"type", kGidTypes[static_cast<int>(g.type)]},
+                                 {"netdev", g.netdev}});
+  }
+  return Value::Object{{"device", p.device}, {"port", p.port},       {"active", p.active},
+                       {"ethernet", p.ethernet}, {"lid", p.lid}, {"gids", gids}};
+}
+
+Result<ib::PortInfo> PortFromJson(const Value& v) {
+  ib::PortInfo p;
+  LOOM_ASSIGN_OR_RETURN(p.device, Str(v, "device"));
+  LOOM_ASSIGN_OR_RETURN(int64_t port, Int(v, "port"));
+  p.port = static_cast<int>(port);
+  LOOM_ASSIGN_OR_RETURN(p.active, Bool(v, "active"));
+  LOOM_ASSIGN_OR_RETURN(p.ethernet, Bool(v, "ethernet"));
+  LOOM_ASSIGN_OR_RETURN(int64_t lid, Int(v, "lid"));
+  p.lid = static_cast<uint16_t>(lid);
+  LOOM_ASSIGN_OR_RETURN(const Value::Array* gids, Arr(v, "gids"));
+  for (const Value& g : *gids) {
+    ib::GidEntry e;
+    LOOM_ASSIGN_OR_RETURN(int64_t index, Int(g, "index"));
+    e.index = static_cast<int>(index);
+    LOOM_ASSIGN_OR_RETURN(std::string hex, Str(g, "gid"));
+    LOOM_ASSIGN_OR_RETURN(e.gid, GidFromHex(hex));
+    LOOM_ASSIGN_OR_RETURN(std::string type, Str(g, "type"));
+    const auto* it = std::find(std::begin(kGidTypes), std::end(kGidTypes), type);
+    if (it == std::end(kGidTypes)) return InvalidArgument("doctor facts: unknown GID type '" + type + "'");
+    e.type = static_cast<ib::GidEntry::Type>(it - std::begin(kGidTypes));
+    LOOM_ASSIGN_OR_RETURN(e.netdev, Str(g, "netdev"));
+    p.gids.push_back(std::move(e));
+  }
+  return p;
 }
 
 // Limits travel as numbers; "unlimited" as -2 so that doubles stay exact.
@@ -102,7 +174,14 @@ Result<NetInterface> InterfaceFromJson(const Value& v) {
 }
 
 Value ToJson(const HostFacts& f) {
-  Value::Array ifs, res, probes, streams, fp;
+  Value::Array ifs, res, probes, streams, fp, ports;
+  Value::Object pci;
+  for (const ib::PortInfo& p : f.rdma_ports) ports.push_back(ToJson(p));
+  for (const auto& [bus, p] : f.pci) {
+    pci.emplace_back(bus, Value::Object{{"bridges", Value::Array(p.bridges.begin(), p.bridges.end())},
+                                        {"acs_redirect", Value::Array(p.acs_redirect.begin(), p.acs_redirect.end())},
+                                        {"iommu", p.iommu}});
+  }
   for (const NetInterface& i : f.interfaces) ifs.push_back(ToJson(i));
   for (const Resolution& r : f.resolutions) {
     Value::Array addrs(r.addresses.begin(), r.addresses.end());
@@ -115,7 +194,7 @@ Value ToJson(const HostFacts& f) {
                                    {"ms", p.ms}});
   }
   for (const Stream& s : f.streams) {
-    streams.push_back(Value::Object{{"to_rank", s.to_rank}, {"ifname", s.ifname}, {"bytes", s.bytes},
+    streams.push_back(Value::Object{{"to_rank", s.to_rank}, {"ifname", s.ifname}, {"to_ifname", s.to_ifname}, {"bytes", s.bytes},
                                     {"seconds", s.seconds}, {"error", s.error}});
   }
   for (const auto& [k, v] : f.fingerprint) fp.push_back(Value::Array{k, v});
@@ -138,6 +217,8 @@ Value ToJson(const HostFacts& f) {
       {"gdr_module", f.gdr_module},
       {"no_rdma_reason", f.no_rdma_reason},
       {"topology", f.topology ? topology::ToJson(*f.topology) : Value()},
+      {"rdma_ports", ports},
+      {"pci", pci},
       {"probes", probes},
       {"streams", streams},
   };
@@ -194,6 +275,19 @@ Result<HostFacts> FactsFromJson(const Value& v) {
     LOOM_ASSIGN_OR_RETURN(topology::Topology topo, topology::FromJson(*t));
     f.topology = std::move(topo);
   }
+  LOOM_ASSIGN_OR_RETURN(const Value::Array* ports, Arr(v, "rdma_ports"));
+  for (const Value& p : *ports) {
+    LOOM_ASSIGN_OR_RETURN(ib::PortInfo port, PortFromJson(p));
+    f.rdma_ports.push_back(std::move(port));
+  }
+  LOOM_ASSIGN_OR_RETURN(const Value* pci, Member(v, "pci", Value::Type::kObject));
+  for (const auto& [bus, p] : pci->object()) {
+    PciFacts out;
+    LOOM_ASSIGN_OR_RETURN(out.bridges, Strings(p, "bridges"));
+    LOOM_ASSIGN_OR_RETURN(out.acs_redirect, Strings(p, "acs_redirect"));
+    LOOM_ASSIGN_OR_RETURN(out.iommu, Str(p, "iommu"));
+    f.pci[bus] = std::move(out);
+  }
   LOOM_ASSIGN_OR_RETURN(const Value::Array* probes, Arr(v, "probes"));
   for (const Value& p : *probes) {
     Probe out;
@@ -215,6 +309,7 @@ Result<HostFacts> FactsFromJson(const Value& v) {
     LOOM_ASSIGN_OR_RETURN(int64_t to, Int(s, "to_rank"));
     out.to_rank = static_cast<int>(to);
     LOOM_ASSIGN_OR_RETURN(out.ifname, Str(s, "ifname"));
+    LOOM_ASSIGN_OR_RETURN(out.to_ifname, Str(s, "to_ifname"));
     LOOM_ASSIGN_OR_RETURN(out.bytes, Int(s, "bytes"));
     LOOM_ASSIGN_OR_RETURN(out.seconds, Num(s, "seconds"));
     LOOM_ASSIGN_OR_RETURN(out.error, Str(s, "error"));

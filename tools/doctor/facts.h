@@ -16,6 +16,7 @@
 #include "topology/json.h"
 #include "topology/model.h"
 #include "topology/netif.h"
+#include "transports/ib/select.h"
 
 namespace loom::doctor {
 
@@ -49,6 +50,7 @@ struct Probe {
 struct Stream {
   int to_rank = -1;
   std::string ifname;       // the sender's interface the traffic leaves on
+  std::string to_ifname;    // the receiver's interface it arrives on ("" when unknown)
   int64_t bytes = 0;        // counted by the receiver
   double seconds = 0;       // first byte sent to the receiver's acknowledgement
   std::string error;        // set when the stream failed; bytes/seconds then mean nothing
@@ -61,6 +63,13 @@ struct Limits {
   int64_t shm_bytes = -1;      // size of the /dev/shm file system; -1 unknown
   int64_t memlock_bytes = -1;  // RLIMIT_MEMLOCK soft limit; kUnlimited; -1 unknown
   int64_t nofile = -1;         // RLIMIT_NOFILE soft limit; kUnlimited; -1 unknown
+};
+
+// Where one GPU or RDMA NIC sits on the PCI bus, as sysfs shows it (check 9).
+struct PciFacts {
+  std::vector<std::string> bridges;       // upstream bridges, root port first
+  std::vector<std::string> acs_redirect;  // those of `bridges` whose ACS redirects peer traffic upstream
+  std::string iommu;                      // its IOMMU group's domain type ("identity", "DMA", "DMA-FQ"); "" none
 };
 
 // Everything one agent reports. A plain value. Fields marked "after the
@@ -80,6 +89,8 @@ struct HostFacts {
   bool gdr_module = false;       // nvidia_peermem / nv_peer_mem loaded
   std::string no_rdma_reason;    // why verbs found nothing ("" when it found devices)
   std::optional<topology::Topology> topology;  // NICs (verbs merged) and GPUs of this host
+  std::vector<ib::PortInfo> rdma_ports;        // verbs discovery with GID tables (empty without verbs)
+  std::map<std::string, PciFacts> pci;         // by bus id: GPUs and RDMA NICs of `topology`
   std::vector<Probe> probes;     // after the exchange: to every peer candidate and the rendezvous
   std::vector<Stream> streams;   // after the exchange: timed streams sent by this agent
 

@@ -8,13 +8,17 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <regex>
+#include <sstream>
 
 #include "comm/fingerprint.h"
 #include "topology/discover.h"
 #include "topology/host.h"
 #include "topology/inet_address.h"
 #include "topology/netif.h"
+#include "transports/ib/verbs.h"
 
 namespace loom::doctor {
 
@@ -121,6 +125,50 @@ std::map<std::string, std::string> RelevantEnv(char** vars) {
   return out;
 }
 
+std::optional<bool> AcsRedirects(std::string_view config) {
+  constexpr size_t kExtended = 0x100;
+  constexpr uint16_t kAcsId = 0x000d;
+  // ACS Control (capability + 6): bit 2 P2P Request Redirect, bit 3 P2P
+  // Completion Redirect, bit 5 P2P Egress Control.
+  constexpr uint16_t kRedirectBits = 1u << 2 | 1u << 3 | 1u << 5;
+  auto le = [&](size_t off, int bytes) {
+    uint32_t v = 0;
+    for (int i = bytes - 1; i >= 0; --i) v = v << 8 | static_cast<uint8_t>(config[off + i]);
+    return v;
+  };
+  if (config.size() < kExtended + 4) return std::nullopt;
+  size_t off = kExtended;
+  for (int hops = 0; hops < 64 && off != 0; ++hops) {  // a loop in the list must not hang us
+    if (off < kExtended || off + 8 > config.size()) return std::nullopt;
+    const uint32_t header = le(off, 4);
+    if (header == 0 || header == 0xffffffff) return false;  // no extended capabilities
+    if ((header & 0xffff) == kAcsId) return (le(off + 6, 2) & kRedirectBits) != 0;
+    off = (header >> 20) & 0xffc;
+  }
+  return false;
+}
+
+PciFacts ReadPciFacts(const std::string& bus_id, const std::string& sysfs_root) {
+  namespace fs = std::filesystem;
+  PciFacts out;
+  std::error_code ec;
+  const fs::path dev = fs::canonical(fs::path(sysfs_root) / bus_id, ec);
+  if (ec) return out;
+  static const std::regex kPciAddress("[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]");
+  for (const fs::path& part : dev.parent_path()) {
+    const std::string name = part.filename().string();
+    if (!std::regex_match(name, kPciAddress)) continue;
+    out.bridges.push_back(name);
+    std::ifstream in(fs::path(sysfs_root) / name / "config", std::ios::binary);
+    std::stringstream config;
+    config << in.rdbuf();
+    if (AcsRedirects(config.str()).value_or(false)) out.acs_redirect.push_back(name);
+  }
+  std::ifstream type(dev / "iommu_group" / "type");
+  std::getline(type, out.iommu);
+  return out;
+}
+
 Limits ReadLimits(const char* shm_path) {
   Limits l;
   struct statvfs vfs {};
@@ -158,6 +206,13 @@ HostFacts GatherLocalFacts(const GatherOptions& opt) {
   // reason for finding nothing is asked separately since the model drops it.
   if (auto t = topology::LocalTopology(); t.ok()) f.topology = std::move(t).value();
   f.no_rdma_reason = topology::ProbeVerbs().no_ib_reason;
+  f.rdma_ports = ib::DiscoverPorts().ports;
+  if (f.topology) {
+    for (const topology::Node& n : f.topology->nodes) {
+      const bool relevant = n.kind == topology::NodeKind::kGpu || (n.kind == topology::NodeKind::kNic && n.rdma);
+      if (relevant && !n.bus_id.empty()) f.pci[n.bus_id] = ReadPciFacts(n.bus_id);
+    }
+  }
   return f;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +35,22 @@ std::map<std::string, std::string> RelevantEnv(char** vars);
 // /dev/shm size (statvfs of `shm_path`), RLIMIT_MEMLOCK and RLIMIT_NOFILE of
 // this process. Unknown fields stay -1. Does not block.
 Limits ReadLimits(const char* shm_path = "/dev/shm");
+
+// Whether a PCI bridge's configuration space (`config`, as read from sysfs)
+// has PCIe Access Control Services redirecting peer-to-peer traffic: ACS P2P
+// Request Redirect, Completion Redirect or Egress Control enabled, which
+// sends GPU<->GPU and GPU<->NIC traffic up to the root complex (FAILURE_MODES
+// row 10). false when the bridge has no ACS capability; nullopt when `config`
+// stops before the extended space (an unprivileged read gets 64 bytes) or a
+// capability pointer runs off its end. Pure.
+std::optional<bool> AcsRedirects(std::string_view config);
+
+// Where the PCI function `bus_id` ("0000:3b:00.0") sits under `sysfs_root`
+// (/sys/bus/pci/devices): its upstream bridges from its sysfs path, those
+// whose ACS redirects (bridges whose config cannot be read are left out of
+// acs_redirect), and its IOMMU group's domain type. Unknown parts stay
+// empty. Reads files; does not block beyond that.
+PciFacts ReadPciFacts(const std::string& bus_id, const std::string& sysfs_root = "/sys/bus/pci/devices");
 
 struct GatherOptions {
   int rank = 0;
