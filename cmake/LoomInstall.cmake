@@ -42,6 +42,14 @@ if(@LOOM_HAVE_UCX@)
   find_dependency(PkgConfig)
   pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)
 endif()
+if(@LOOM_HAVE_CUDA@)
+  # loom::loom links loom_cuda (device buffers), which links the static CUDA
+  # runtime: the consumer needs the toolkit's libraries, not nvcc.
+  if(NOT CUDAToolkit_ROOT AND EXISTS "@CUDAToolkit_LIBRARY_ROOT@")
+    set(CUDAToolkit_ROOT "@CUDAToolkit_LIBRARY_ROOT@")
+  endif()
+  find_dependency(CUDAToolkit)
+endif()
 include("${CMAKE_CURRENT_LIST_DIR}/loomTargets.cmake")
 ]=])
 configure_package_config_file(${CMAKE_CURRENT_BINARY_DIR}/loomConfig.cmake.in
@@ -66,9 +74,16 @@ if(TARGET loom_ucx)
   list(APPEND LOOM_PC_ARCHIVES loom_ucx)
   string(APPEND LOOM_PC_REQUIRES " ucx")
 endif()
+if(TARGET loom_cuda)
+  list(APPEND LOOM_PC_ARCHIVES loom_cuda)
+endif()
 foreach(t ${LOOM_PC_ARCHIVES} loom_transports loom_ib loom_reduce loom_topology loom_base)
   string(APPEND LOOM_PC_LIBS " -l${t}")
 endforeach()
+if(TARGET loom_cuda)
+  # The static CUDA runtime and what it needs (cudart_static is not in pkg-config).
+  string(APPEND LOOM_PC_LIBS " -L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl")
+endif()
 # The prefix is found from the .pc file's own location, so `cmake --install
 # --prefix X` works without reconfiguring.
 file(RELATIVE_PATH LOOM_PC_UP "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")

@@ -1,7 +1,9 @@
 // GroupStart/GroupEnd: collect per communicator, issue each batch as one
-// operation at the outermost GroupEnd, wait for all.
+// operation at the outermost GroupEnd, wait for all (but batches of device
+// operations only, which are stream-ordered).
 #include "comm/group.h"
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -12,22 +14,28 @@ namespace loom {
 namespace {
 struct GroupState {
   int depth = 0;
+  struct Batch {
+    Communicator::Impl* comm;
+    std::vector<CollArgs> items;
+    std::vector<Placement> where;  // per item
+  };
   // Insertion order matters (issue order per communicator), hence a vector.
-  std::vector<std::pair<Communicator::Impl*, std::vector<CollArgs>>> batches;
+  std::vector<Batch> batches;
 };
 thread_local GroupState g_group;
 }  // namespace
 
 int GroupDepth() { return g_group.depth; }
 
-void GroupAdd(Communicator::Impl* comm, const CollArgs& args) {
-  for (auto& [c, items] : g_group.batches) {
-    if (c == comm) {
-      items.push_back(args);
+void GroupAdd(Communicator::Impl* comm, const CollArgs& args, Placement where) {
+  for (auto& b : g_group.batches) {
+    if (b.comm == comm) {
+      b.items.push_back(args);
+      b.where.push_back(where);
       return;
     }
   }
-  g_group.batches.push_back({comm, {args}});
+  g_group.batches.push_back({comm, {args}, {where}});
 }
 
 Status GroupStart() {
@@ -41,7 +49,14 @@ Status GroupEnd() {
   auto batches = std::move(g_group.batches);
   g_group.batches.clear();
   std::vector<Work> works;
-  for (auto& [comm, items] : batches) works.push_back(comm->Submit(std::move(items)));
+  for (auto& b : batches) {
+    // A batch of device operations only is stream-ordered (NCCL): GroupEnd
+    // returns once it is enqueued, reporting only a failure to enqueue.
+    const bool on_streams =
+        std::all_of(b.where.begin(), b.where.end(), [](const Placement& p) { return p.device; });
+    Work w = b.comm->SubmitGroup(std::move(b.items), b.where);
+    if (!on_streams || w.Test()) works.push_back(w);
+  }
   Status first;
   for (const Work& w : works) {
     Status s = w.Wait();

@@ -513,6 +513,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   return Api("ncclCommAbort", [&]() -> loom::Status {
     if (comm == nullptr) return loom::Status::Ok();
+    // Abort also releases every stream waiting on this communicator.
     if (comm->impl) comm->impl->Abort();
     Release(std::unique_ptr<ncclComm>(comm));
     return loom::Status::Ok();
@@ -590,49 +591,50 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
   });
 }
 
-// The stream arguments below are ignored: buffers are host memory and every
-// call completes (or, in a group, is collected) before it returns.
+// With device buffers a call returns once enqueued on `stream` and completes
+// in stream order (device_path.h); with host buffers the stream is unused and
+// the call completes (or, in a group, is collected) before it returns.
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                           cudaStream_t /*stream*/) {
+                           cudaStream_t stream) {
   return Api("ncclAllReduce", [&]() -> loom::Status {
     LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
     LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
     LOOM_ASSIGN_OR_RETURN(loom::RedOp red, ToLoom(op));
     LOOM_TRY(CheckBuffer("sendbuff", sendbuff, count));
     LOOM_TRY(CheckBuffer("recvbuff", recvbuff, count));
-    return c->AllReduce(sendbuff, recvbuff, count, type, red);
+    return c->AllReduce(sendbuff, recvbuff, count, type, red, stream);
   });
 }
 
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                               cudaStream_t /*stream*/) {
+                               cudaStream_t stream) {
   return Api("ncclReduceScatter", [&]() -> loom::Status {
     LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
     LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
     LOOM_ASSIGN_OR_RETURN(loom::RedOp red, ToLoom(op));
     LOOM_TRY(CheckBuffer("sendbuff", sendbuff, recvcount));
     LOOM_TRY(CheckBuffer("recvbuff", recvbuff, recvcount));
-    return c->ReduceScatter(sendbuff, recvbuff, recvcount, type, red);
+    return c->ReduceScatter(sendbuff, recvbuff, recvcount, type, red, stream);
   });
 }
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t /*stream*/) {
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   return Api("ncclAllGather", [&]() -> loom::Status {
     LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
     LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
     LOOM_TRY(CheckBuffer("sendbuff", sendbuff, sendcount));
     LOOM_TRY(CheckBuffer("recvbuff", recvbuff, sendcount));
-    return c->AllGather(sendbuff, recvbuff, sendcount, type);
+    return c->AllGather(sendbuff, recvbuff, sendcount, type, stream);
   });
 }
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
-                           cudaStream_t /*stream*/) {
+                           cudaStream_t stream) {
   return Api("ncclBroadcast", [&]() -> loom::Status {
     LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
     LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
@@ -641,12 +643,12 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
       LOOM_TRY(CheckBuffer("sendbuff (on root)", sendbuff, count));
     }
     LOOM_TRY(CheckBuffer("recvbuff", recvbuff, count));
-    return c->Broadcast(sendbuff, recvbuff, count, type, root);
+    return c->Broadcast(sendbuff, recvbuff, count, type, root, stream);
   });
 }
 
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t /*stream*/) {
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   return Api("ncclReduce", [&]() -> loom::Status {
     LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
     LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
@@ -656,29 +658,29 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, nccl
     if (c->rank() == root) {
       LOOM_TRY(CheckBuffer("recvbuff (on root)", recvbuff, count));
     }
-    return c->Reduce(sendbuff, recvbuff, count, type, red, root);
+    return c->Reduce(sendbuff, recvbuff, count, type, red, root, stream);
   });
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
-                      ncclComm_t comm, cudaStream_t /*stream*/) {
+                      ncclComm_t comm, cudaStream_t stream) {
   return Api("ncclSend", [&]() -> loom::Status {
     LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
     LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
     LOOM_TRY(CheckRank("peer", peer, c->size()));
     LOOM_TRY(CheckBuffer("sendbuff", sendbuff, count));
-    return c->Send(sendbuff, count, type, peer);
+    return c->Send(sendbuff, count, type, peer, stream);
   });
 }
 
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
-                      ncclComm_t comm, cudaStream_t /*stream*/) {
+                      ncclComm_t comm, cudaStream_t stream) {
   return Api("ncclRecv", [&]() -> loom::Status {
     LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
     LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
     LOOM_TRY(CheckRank("peer", peer, c->size()));
     LOOM_TRY(CheckBuffer("recvbuff", recvbuff, count));
-    return c->Recv(recvbuff, count, type, peer);
+    return c->Recv(recvbuff, count, type, peer, stream);
   });
 }
 

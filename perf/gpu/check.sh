@@ -81,6 +81,8 @@ tests = json.load(sys.stdin).get("tests", [])
 print(" ".join(sorted({os.path.basename(t["command"][0]) if t.get("command") else t["name"]
                        for t in tests})))')
   targets="$targets cuda_runtime_test ipc_test staging_plan_test reduce_ops_test reduce_cuda_bench"
+  # The device path's CPU-side tests (fake device), where the full project configured.
+  targets="$targets fake_device_ops_test device_buffer_test"
   # Keep the names that are targets (a test of a program built under another
   # name, like reduce_cuda_bench_quick, is covered by that program's target).
   known=$(ninja -C "$BUILD" -t targets all 2>/dev/null | cut -d: -f1)
@@ -93,7 +95,7 @@ fi
 # --- tests and benchmark ------------------------------------------------------------
 if [ "$mode" != none ]; then
   phase "unit tests (CUDA layer)" 120 ctest --test-dir "$BUILD" --output-on-failure \
-    -R '^(cuda_runtime_test|ipc_test|staging_plan_test|reduce_ops_test)$'
+    -R '^(cuda_runtime_test|ipc_test|staging_plan_test|reduce_ops_test|fake_device_ops_test|DeviceBuffers\..*)$'
   phase "gpu tests (ctest -L gpu)" 240 ctest --test-dir "$BUILD" --output-on-failure \
     --no-tests=error -L gpu -E reduce_cuda_bench_quick
   # On a GPU machine nothing may skip: a skip there means the device was not found.

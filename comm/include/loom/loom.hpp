@@ -10,10 +10,11 @@
 //   were issued: non-blocking ones on the communicator's background thread,
 //   blocking ones on the caller's thread when nothing else is pending. Every
 //   rank must issue the same collectives in the same order (as NCCL and MPI).
-// - Buffers are host memory here (device buffers: see the CUDA path). The
-//   caller owns every buffer and must keep it alive and untouched until the
-//   operation completes: the blocking form returns, or Work::Wait/Test reports
-//   completion.
+// - Buffers are host memory, or CUDA device memory through the forms that
+//   take a GpuStream (see there). The caller owns every buffer and must keep
+//   it alive and untouched until the operation completes: the blocking form
+//   returns, Work::Wait/Test reports completion, or (device buffers) the
+//   stream reaches the end of the operation.
 // - Methods may be called from any thread, but issuing order is what the
 //   caller's own synchronisation makes it; Abort and AsyncError are safe from
 //   any thread at any time.
@@ -34,7 +35,13 @@
 #include "loom/status.hpp"
 #include "loom/types.hpp"
 
+struct CUstream_st;  // CUDA's opaque stream type, declared without CUDA headers
+
 namespace loom {
+
+// A CUDA stream (cudaStream_t), the same opaque type nccl.h declares; nullptr
+// is CUDA's legacy default stream.
+using GpuStream = CUstream_st*;
 
 // The rendezvous ticket: address of rank 0's store and a random job secret.
 // Plain bytes (128, like ncclUniqueId) so it can travel over MPI, files, env.
@@ -144,6 +151,31 @@ class Communicator {
   Status Send(const void* buf, size_t count, DataType type, int peer);
   Status Recv(void* buf, size_t count, DataType type, int peer);
   Status Barrier();
+
+  // --- stream forms, like NCCL's (device buffers) ---
+  // With device buffers (cudaMalloc or managed memory) the call returns once
+  // the operation is enqueued on `stream`: it starts after the work queued on
+  // `stream` before it, and work queued after it waits for its results. Both
+  // buffers must be device memory, else kInvalidUsage. The returned Status
+  // covers the arguments and the enqueueing; a later failure (a peer, a
+  // timeout, Abort) sets AsyncError and releases the stream, whose results
+  // are then undefined. With host buffers the stream is not used and the
+  // call is the blocking form above. Inside a group: collected, and
+  // GroupEnd issues the batch releasing each stream once.
+  Status AllReduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, RedOp op,
+                   GpuStream stream);
+  Status ReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType type,
+                       RedOp op, GpuStream stream);
+  Status AllGather(const void* sendbuf, void* recvbuf, size_t sendcount, DataType type,
+                   GpuStream stream);
+  Status Broadcast(const void* sendbuf, void* recvbuf, size_t count, DataType type, int root,
+                   GpuStream stream);
+  Status Reduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, RedOp op,
+                int root, GpuStream stream);
+  Status AllToAll(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                  GpuStream stream);
+  Status Send(const void* buf, size_t count, DataType type, int peer, GpuStream stream);
+  Status Recv(void* buf, size_t count, DataType type, int peer, GpuStream stream);
 
   class Impl;
 

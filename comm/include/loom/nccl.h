@@ -4,10 +4,14 @@
  * Contract, in short:
  * - C99 and C++; needs no CUDA header. cudaStream_t is declared here unless
  *   cuda_runtime.h came first (see below).
- * - Buffers are host memory for now. Every operation completes before the
- *   call returns; the stream argument is ignored. Inside ncclGroupStart/
- *   ncclGroupEnd, operations are collected and ncclGroupEnd issues them
- *   together and returns when all have completed.
+ * - Host buffers: every operation completes before the call returns and the
+ *   stream argument is not used. CUDA device buffers (a build with CUDA):
+ *   the call returns once the operation is enqueued on the stream (NULL is
+ *   the legacy default stream) and it completes in stream order. Inside
+ *   ncclGroupStart/ncclGroupEnd, operations are collected and ncclGroupEnd
+ *   issues them together; it returns when the host operations have completed
+ *   and the device ones are enqueued. ncclCommAbort releases every stream
+ *   waiting on the communicator.
  * - Every call returns an ncclResult_t; on failure ncclGetLastError() (per
  *   thread) says what went wrong and with which argument, and the same text is
  *   logged at NCCL_DEBUG=WARN. No C++ exception ever leaves these functions.

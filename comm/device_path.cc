@@ -1,0 +1,328 @@
+// DevicePath: buffer classification, the pinned staging cache, and the
+// stream/worker handshake of stream-ordered device-buffer operations.
+#include "comm/device_path.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <string>
+#include <thread>
+
+#include "comm/base/log.h"
+#if LOOM_HAVE_CUDA
+#include "transports/cuda/cuda_runtime.h"
+#endif
+
+namespace loom {
+
+namespace {
+
+std::atomic<cuda::DeviceOps*> g_test_ops{nullptr};
+
+constexpr uint64_t kReleased = std::numeric_limits<uint64_t>::max();
+constexpr size_t kRegionAlign = 64;          // regions never share a cache line
+constexpr size_t kMinBlock = size_t{64} << 10;  // small ops share one block size
+// How long the destructor waits for streams to drain staging memory.
+constexpr auto kDrainWait = std::chrono::seconds(10);
+
+size_t AlignUp(size_t n) { return (n + kRegionAlign - 1) / kRegionAlign * kRegionAlign; }
+
+size_t BlockSizeFor(size_t bytes) {
+  size_t b = kMinBlock;
+  while (b < bytes) b *= 2;
+  return b;
+}
+
+// Bytes of the send and receive buffers `a` moves on `rank` of `size`; 0 for
+// a buffer the operation does not use there (Validate's rules).
+struct Extents {
+  size_t send = 0, recv = 0;
+};
+
+Extents ExtentsOf(const CollArgs& a, int rank, int size) {
+  const size_t bytes = a.count * SizeOf(a.type);
+  const size_t all = bytes * static_cast<size_t>(size);
+  switch (a.kind) {
+    case OpKind::kAllReduce:
+      return {bytes, bytes};
+    case OpKind::kReduceScatter:
+      return {all, bytes};
+    case OpKind::kAllGather:
+      return {bytes, all};
+    case OpKind::kBroadcast:
+      return {rank == a.root ? bytes : 0, bytes};
+    case OpKind::kReduce:
+      return {bytes, rank == a.root ? bytes : 0};
+    case OpKind::kAllToAll:
+      return {all, all};
+    case OpKind::kSendRecv:
+      return {a.send != nullptr ? bytes : 0, a.recv != nullptr ? bytes : 0};
+    case OpKind::kBarrier:
+    case OpKind::kInternal:
+      break;
+  }
+  return {};
+}
+
+std::string Describe(const char* name, const cuda::BufferPlace& p) {
+  std::string s = std::string(name) + " is " + p.kind + " memory";
+  if (p.space == cuda::MemSpace::kDevice && p.device >= 0) s += " on GPU " + std::to_string(p.device);
+  return s;
+}
+
+}  // namespace
+
+cuda::DeviceOps* DefaultDeviceOps() {
+  if (cuda::DeviceOps* t = g_test_ops.load()) return t;
+#if LOOM_HAVE_CUDA
+  static cuda::DeviceOps* real = cuda::DeviceCount() > 0 ? &cuda::CudaDeviceOps() : nullptr;
+  return real;
+#else
+  return nullptr;
+#endif
+}
+
+void SetDeviceOpsForTesting(cuda::DeviceOps* ops) { g_test_ops.store(ops); }
+
+// One pinned staging block and the events of the op on one stream that uses
+// it. Free for reuse once `drained` completed (the H2D copies out of it ran).
+struct DevicePath::Block {
+  void* mem = nullptr;
+  size_t bytes = 0;
+  cuda::EventHandle ready = nullptr;
+  cuda::EventHandle drained = nullptr;
+  bool staging = false;  // taken by the StageAndQueue call in progress
+};
+
+// The staged part of one queued operation: per stream, the event that says
+// its input reached pinned memory.
+struct StagedOp {
+  uint64_t seq = 0;
+  std::vector<cuda::EventHandle> ready;
+  cuda::DeviceOps* ops = nullptr;
+};
+
+DevicePath::DevicePath() : ops_(DefaultDeviceOps()) {}
+
+DevicePath::~DevicePath() {
+  if (ops_ == nullptr) return;
+  ReleaseAll();
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto until = std::chrono::steady_clock::now() + kDrainWait;
+  bool leaked = false;
+  for (auto& b : blocks_) {
+    bool drained = false;
+    for (;;) {
+      Result<bool> q = ops_->QueryEvent(b->drained);
+      drained = !q.ok() || q.value();  // a failed query: the stream is gone
+      if (drained || std::chrono::steady_clock::now() >= until) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!drained) {
+      leaked = true;
+      continue;
+    }
+    ops_->DestroyEvent(b->ready);
+    ops_->DestroyEvent(b->drained);
+    ops_->FreePinned(b->mem);
+  }
+  if (leaked) {
+    LOOM_WARN(log::kColl,
+              "device staging memory still in use by a stream that does not progress; "
+              "leaking it rather than freeing it under the stream");
+    return;  // the signal word too: that stream may still wait on it
+  }
+  ops_->FreePinned(done_seq_);
+}
+
+Result<cuda::MemSpace> DevicePath::Classify(const CollArgs& a, int rank) const {
+  if (ops_ == nullptr || a.count == 0) return cuda::MemSpace::kHost;
+  // Size 1 is enough to tell which buffers the op touches here.
+  const Extents e = ExtentsOf(a, rank, 1);
+  cuda::BufferPlace send, recv;
+  if (e.send > 0) {
+    LOOM_ASSIGN_OR_RETURN(send, ops_->Classify(a.send));
+  }
+  if (e.recv > 0) {
+    LOOM_ASSIGN_OR_RETURN(recv, ops_->Classify(a.recv));
+  }
+  if (e.send > 0 && e.recv > 0 && send.space != recv.space) {
+    return InvalidUsage(std::string(OpKindName(a.kind)) + ": " + Describe("sendbuf", send) +
+                        ", " + Describe("recvbuf", recv) +
+                        ": both buffers must be device memory, or both host memory");
+  }
+  return e.send > 0 ? send.space : recv.space;
+}
+
+Status DevicePath::EnsureSignal() {
+  if (done_seq_ != nullptr) return Status::Ok();
+  LOOM_ASSIGN_OR_RETURN(void* p, ops_->AllocPinned(kRegionAlign));
+  done_seq_ = static_cast<uint64_t*>(p);
+  std::atomic_ref<uint64_t>(*done_seq_).store(released_ ? kReleased : 0, std::memory_order_release);
+  return Status::Ok();
+}
+
+Result<DevicePath::Block*> DevicePath::Acquire(size_t bytes) {
+  Block* best = nullptr;
+  for (auto& b : blocks_) {
+    if (b->staging || b->bytes < bytes) continue;
+    LOOM_ASSIGN_OR_RETURN(const bool free, ops_->QueryEvent(b->drained));
+    if (free && (best == nullptr || b->bytes < best->bytes)) best = b.get();
+  }
+  if (best == nullptr) {
+    // Grow: drop idle blocks too small to serve this size again.
+    for (auto it = blocks_.begin(); it != blocks_.end();) {
+      Block& b = **it;
+      Result<bool> free = ops_->QueryEvent(b.drained);
+      if (!b.staging && b.bytes < bytes && free.ok() && free.value()) {
+        ops_->DestroyEvent(b.ready);
+        ops_->DestroyEvent(b.drained);
+        ops_->FreePinned(b.mem);
+        it = blocks_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    auto b = std::make_unique<Block>();
+    b->bytes = BlockSizeFor(bytes);
+    LOOM_ASSIGN_OR_RETURN(b->mem, ops_->AllocPinned(b->bytes));
+    ++allocations_;
+    Result<cuda::EventHandle> ready = ops_->CreateEvent();
+    Result<cuda::EventHandle> drained = ops_->CreateEvent();
+    if (!ready.ok() || !drained.ok()) {
+      if (ready.ok()) ops_->DestroyEvent(ready.value());
+      if (drained.ok()) ops_->DestroyEvent(drained.value());
+      ops_->FreePinned(b->mem);
+      return ready.ok() ? drained.status() : ready.status();
+    }
+    b->ready = ready.value();
+    b->drained = drained.value();
+    LOOM_TRACE(log::kColl, "device staging: new pinned block of %zu bytes (%zu blocks)", b->bytes,
+               blocks_.size() + 1);
+    best = b.get();
+    blocks_.push_back(std::move(b));
+  }
+  best->staging = true;
+  return best;
+}
+
+Status DevicePath::StageAndQueue(std::vector<CollArgs> items, const std::vector<Placement>& where,
+                                 int rank, int size, const QueueFn& queue) {
+  std::lock_guard<std::mutex> lock(mu_);
+  LOOM_TRY(EnsureSignal());
+  auto op = std::make_shared<StagedOp>();
+  op->seq = ++next_seq_;
+  op->ops = ops_;
+  // Streams in order of first use; each gets one block holding its items'
+  // regions, one D2H batch, one ready event and one release.
+  std::vector<cuda::StreamHandle> streams;
+  for (const Placement& p : where) {
+    if (p.device && std::find(streams.begin(), streams.end(), p.stream) == streams.end()) {
+      streams.push_back(p.stream);
+    }
+  }
+  std::vector<Block*> taken;
+  auto untake = [&] {
+    for (Block* b : taken) b->staging = false;
+  };
+  Status failed;
+  for (cuda::StreamHandle stream : streams) {
+    size_t need = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (!where[i].device || where[i].stream != stream) continue;
+      const Extents e = ExtentsOf(items[i], rank, size);
+      need += AlignUp(e.send) + AlignUp(e.recv);
+    }
+    Result<Block*> block = Acquire(need);
+    if (!block.ok()) {
+      failed = block.status();
+      break;
+    }
+    Block* b = block.value();
+    taken.push_back(b);
+    char* base = static_cast<char*>(b->mem);
+    // H2D copies to issue after the wait: (user buffer, pinned region, bytes).
+    struct Back {
+      void* dst;
+      const void* src;
+      size_t bytes;
+    };
+    std::vector<Back> back;
+    size_t off = 0;
+    for (size_t i = 0; i < items.size() && failed.ok(); ++i) {
+      if (!where[i].device || where[i].stream != stream) continue;
+      CollArgs& a = items[i];
+      const Extents e = ExtentsOf(a, rank, size);
+      const void* user_send = a.send;
+      void* user_recv = a.recv;
+      a.send = e.send > 0 ? base + off : nullptr;
+      off += AlignUp(e.send);
+      a.recv = e.recv > 0 ? base + off : nullptr;
+      off += AlignUp(e.recv);
+      if (e.send > 0) failed = ops_->CopyAsync(const_cast<void*>(a.send), user_send, e.send, stream);
+      if (e.recv > 0) back.push_back({user_recv, a.recv, e.recv});
+    }
+    if (failed.ok()) failed = ops_->RecordEvent(b->ready, stream);
+    if (failed.ok()) failed = ops_->StreamWaitValue(stream, done_seq_, op->seq);
+    for (const Back& c : back) {
+      if (failed.ok()) failed = ops_->CopyAsync(c.dst, c.src, c.bytes, stream);
+    }
+    if (failed.ok()) failed = ops_->RecordEvent(b->drained, stream);
+    if (!failed.ok()) break;
+    op->ready.push_back(b->ready);
+  }
+  untake();
+  if (!failed.ok()) {
+    // Part of the work may be on a stream already: let it run through.
+    released_ = true;
+    std::atomic_ref<uint64_t>(*done_seq_).store(kReleased, std::memory_order_release);
+    return failed.WithContext("enqueueing device staging for " +
+                              std::string(OpKindName(items.front().kind)));
+  }
+  queue(std::move(items), std::move(op));
+  return Status::Ok();
+}
+
+Status DevicePath::AwaitReady(const StagedOp& op, Deadline deadline,
+                              const std::atomic<bool>& abort) const {
+  auto backoff = std::chrono::microseconds(1);
+  for (cuda::EventHandle e : op.ready) {
+    for (;;) {
+      LOOM_ASSIGN_OR_RETURN(const bool done, op.ops->QueryEvent(e));
+      if (done) break;
+      if (abort.load()) return RemoteError("aborted while waiting for the stream's earlier work");
+      if (deadline.expired()) {
+        return TimeoutError(
+            "the work queued on the stream before this operation did not finish in time "
+            "(a stream that waits for a later host event, or a hung kernel?)");
+      }
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::microseconds(200));
+    }
+  }
+  return Status::Ok();
+}
+
+void DevicePath::Complete(const StagedOp& op) {
+  std::atomic_ref<uint64_t> word(*done_seq_);
+  uint64_t cur = word.load(std::memory_order_relaxed);
+  // Never lower it: ReleaseAll may have stored kReleased concurrently.
+  while (cur < op.seq && !word.compare_exchange_weak(cur, op.seq, std::memory_order_release)) {
+  }
+}
+
+void DevicePath::ReleaseAll() {
+  if (ops_ == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  released_ = true;
+  if (done_seq_ != nullptr) {
+    std::atomic_ref<uint64_t>(*done_seq_).store(kReleased, std::memory_order_release);
+  }
+}
+
+size_t DevicePath::staging_allocations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return allocations_;
+}
+
+}  // namespace loom

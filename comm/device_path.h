@@ -1,0 +1,99 @@
+// DevicePath: a communicator's stream-ordered path for device buffers. It
+// classifies buffers, stages device data through a reused pinned-host cache,
+// and lets the user's stream wait for the communicator on a host-written
+// sequence word, so collectives on device memory run the host algorithms.
+//
+// Per staged operation, on each user stream involved, at issue time:
+//   D2H(send regions -> pinned)  record(ready)  wait(done_seq >= seq)
+//   H2D(pinned -> recv regions)  record(drained)
+// The worker waits for `ready` by polling (deadline and abort aware), runs
+// the host algorithm on the pinned regions, then stores done_seq = seq.
+// Abort or any failure stores done_seq = UINT64_MAX: every stream waiting
+// on this communicator goes on at once (outputs undefined, AsyncError says why).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "collectives/algos/algorithms.h"
+#include "transports/cuda/device_ops.h"
+
+namespace loom {
+
+// How one issued item is placed: device items are staged and ordered on `stream`.
+struct Placement {
+  bool device = false;
+  cuda::StreamHandle stream = nullptr;
+};
+
+// One queued operation's device side (defined in device_path.cc). Shared
+// between the queued Op and nobody else; opaque to the communicator.
+struct StagedOp;
+
+// Process-wide DeviceOps new communicators use: the one set for tests, else
+// the CUDA runtime's when built with CUDA and a device is visible, else none
+// (then every buffer is host memory and the path costs one null check).
+cuda::DeviceOps* DefaultDeviceOps();
+// Tests: communicators created after this call use `ops` (nullptr restores
+// the default). `ops` must outlive those communicators.
+void SetDeviceOpsForTesting(cuda::DeviceOps* ops);
+
+// Thread-safety: Classify is const and safe from any thread; Stage runs on
+// issuing threads (serialised inside); AwaitReady/Complete run on the one
+// thread executing operations; ReleaseAll from any thread, any time.
+class DevicePath {
+ public:
+  DevicePath();  // takes DefaultDeviceOps(); allocates nothing until the first device op
+  // Releases every wait, then frees the pinned memory once the streams have
+  // drained it (bounded; memory a stuck stream may still touch is leaked
+  // with a WARN rather than freed under it).
+  ~DevicePath();
+  DevicePath(const DevicePath&) = delete;
+  DevicePath& operator=(const DevicePath&) = delete;
+
+  // Where `a`'s buffers live, for a rank `rank` of `size`. kHost when there
+  // are no device ops, nothing to move, or both buffers are host memory;
+  // InvalidUsage naming both buffers when one is device memory and the other
+  // host memory.
+  Result<cuda::MemSpace> Classify(const CollArgs& a, int rank) const;
+
+  // Stages `items` (those with where[i].device; others are left alone) and
+  // hands them with their StagedOp to `queue`, under one lock so that
+  // sequence order is queue order. Rewrites the device pointers of `items`
+  // to pinned regions. Returns once everything is enqueued on the streams;
+  // an enqueue failure is returned (the streams are then released).
+  using QueueFn = std::function<void(std::vector<CollArgs>, std::shared_ptr<StagedOp>)>;
+  Status StageAndQueue(std::vector<CollArgs> items, const std::vector<Placement>& where, int rank,
+                       int size, const QueueFn& queue);
+
+  // Blocks until the work queued on each stream before `op` has finished
+  // (its data is in the pinned regions), polling with backoff; kTimeout at
+  // `deadline`, RemoteError once `abort` is set.
+  Status AwaitReady(const StagedOp& op, Deadline deadline, const std::atomic<bool>& abort) const;
+  // The host part of `op` succeeded: its streams copy the results back.
+  void Complete(const StagedOp& op);
+  // Releases every current and future wait on this communicator. Idempotent.
+  void ReleaseAll();
+
+  // Pinned staging blocks allocated so far (for tests: no growth at steady state).
+  size_t staging_allocations() const;
+
+ private:
+  struct Block;
+  Result<Block*> Acquire(size_t bytes);  // mu_ held
+  Status EnsureSignal();                 // mu_ held
+
+  cuda::DeviceOps* ops_;
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<Block>> blocks_;
+  size_t allocations_ = 0;
+  uint64_t* done_seq_ = nullptr;  // pinned signal word; UINT64_MAX once released for good
+  uint64_t next_seq_ = 0;
+  bool released_ = false;  // ReleaseAll ran (before or after the word existed)
+};
+
+}  // namespace loom

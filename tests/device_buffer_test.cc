@@ -1,0 +1,233 @@
+// Stream-ordered collectives on device buffers, without a GPU: ranks as
+// threads, FakeDeviceOps as the device (tagged host memory, streams as task
+// FIFOs). Covers staging correctness for every collective, stream order,
+// mixed-space errors, abort while a stream waits, enqueue failures, groups
+// over two streams, and reuse of the pinned staging cache.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "comm/device_path.h"
+#include "tests/device_conformance.h"
+#include "tests/harness.h"
+#include "transports/cuda/fake_device_ops.h"
+
+namespace loom::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+Deadline Soon() { return Deadline::After(milliseconds(20000)); }
+
+class FakeHooks final : public DeviceHooks {
+ public:
+  explicit FakeHooks(cuda::FakeDeviceOps& ops) : ops_(ops), stream_(ops.CreateStream()) {}
+  void* Alloc(size_t bytes) override { return ops_.AllocDevice(bytes); }
+  void Free(void* p) override { ops_.FreeDevice(p); }
+  void Upload(void* dev, const void* host, size_t bytes) override {
+    ops_.Enqueue(stream_, [=] { std::memcpy(dev, host, bytes); });
+  }
+  void Download(void* host, const void* dev, size_t bytes) override {
+    ops_.Enqueue(stream_, [=] { std::memcpy(host, dev, bytes); });
+  }
+  void Sync() override { ASSERT_TRUE(ops_.Synchronize(stream_, Soon()).ok()); }
+  GpuStream stream() override { return stream_; }
+
+ private:
+  cuda::FakeDeviceOps& ops_;
+  GpuStream stream_;
+};
+
+class DeviceBuffers : public ::testing::Test {
+ protected:
+  void SetUp() override { SetDeviceOpsForTesting(&fake_); }
+  void TearDown() override { SetDeviceOpsForTesting(nullptr); }
+  cuda::FakeDeviceOps fake_;
+};
+
+TEST_F(DeviceBuffers, EveryCollectiveOnTwoThreeAndFourRanks) {
+  const bool quick = std::getenv("LOOM_TEST_QUICK") != nullptr;
+  std::vector<DataType> types = {DataType::kInt8,    DataType::kUint8,   DataType::kInt32,
+                                 DataType::kUint32,  DataType::kInt64,   DataType::kUint64,
+                                 DataType::kFloat16, DataType::kFloat32, DataType::kFloat64,
+                                 DataType::kBfloat16};
+  if (quick) types = {DataType::kInt8, DataType::kFloat16, DataType::kFloat32, DataType::kBfloat16};
+  const std::vector<size_t> counts = {0, 1, 7, 1031};
+  for (int n : {2, 3, 4}) {
+    RunRanks(n, [&](Communicator& c) {
+      FakeHooks h(fake_);
+      CheckDeviceCollectives(c, h, types, counts);
+    });
+  }
+}
+
+TEST_F(DeviceBuffers, CollectiveStartsAfterEarlierStreamWorkAndReturnsAtOnce) {
+  RunRanks(2, [&](Communicator& c) {
+    const size_t count = 4096;
+    GpuStream s = fake_.CreateStream();
+    auto* send = static_cast<int32_t*>(fake_.AllocDevice(count * 4));
+    auto* recv = static_cast<int32_t*>(fake_.AllocDevice(count * 4));
+    // Earlier work on the stream writes the input late: a collective that
+    // read the buffer before it ran would sum zeros.
+    fake_.Enqueue(s, [&] {
+      std::this_thread::sleep_for(milliseconds(200));
+      for (size_t i = 0; i < count; ++i) send[i] = static_cast<int32_t>(i) + c.rank();
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(c.AllReduce(send, recv, count, DataType::kInt32, RedOp::kSum, s).ok());
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(150)) << "did not return once enqueued";
+    EXPECT_EQ(recv[count - 1], 0) << "results before the stream got there";
+    // Later work on the stream sees the results.
+    std::atomic<int32_t> seen{-1};
+    fake_.Enqueue(s, [&] { seen = recv[count - 1]; });
+    ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+    EXPECT_EQ(seen.load(), static_cast<int32_t>(2 * (count - 1) + 1));
+    EXPECT_TRUE(c.AsyncError().ok());
+  });
+}
+
+TEST_F(DeviceBuffers, MixedDeviceAndHostBuffersAreInvalidUsageNamingEach) {
+  RunRanks(1, [&](Communicator& c) {
+    GpuStream s = fake_.CreateStream();
+    void* dev = fake_.AllocDevice(64);
+    float host[16] = {};
+    Status st = c.AllReduce(dev, host, 16, DataType::kFloat32, RedOp::kSum, s);
+    EXPECT_EQ(st.code(), Code::kInvalidUsage);
+    EXPECT_NE(st.message().find("sendbuf is device memory on GPU 0"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("recvbuf is host memory"), std::string::npos) << st.message();
+    st = c.AllGather(host, dev, 4, DataType::kFloat32, s);
+    EXPECT_EQ(st.code(), Code::kInvalidUsage);
+    EXPECT_NE(st.message().find("sendbuf is host memory"), std::string::npos) << st.message();
+    // Argument errors still come first, and the communicator still works.
+    EXPECT_EQ(c.AllReduce(nullptr, dev, 4, DataType::kFloat32, RedOp::kSum, s).code(),
+              Code::kInvalidArgument);
+    EXPECT_TRUE(c.AsyncError().ok());
+  });
+}
+
+TEST_F(DeviceBuffers, HostBuffersWithAStreamBehaveAsTheBlockingForm) {
+  RunRanks(2, [&](Communicator& c) {
+    GpuStream s = fake_.CreateStream();
+    int32_t x[3] = {1, 2, 3}, y[3] = {};
+    ASSERT_TRUE(c.AllReduce(x, y, 3, DataType::kInt32, RedOp::kSum, s).ok());
+    EXPECT_EQ(y[2], 6);  // done when the call returned
+    EXPECT_EQ(fake_.Pending(s), 0u);
+  });
+  EXPECT_EQ(fake_.pinned_allocations(), 0u);  // no staging for host memory
+}
+
+TEST_F(DeviceBuffers, AbortReleasesAStreamWaitingForAPeer) {
+  std::atomic<bool> done{false};
+  RunRanks(2, [&](Communicator& c) {
+    if (c.rank() == 1) {  // never joins the all-reduce: rank 0's stream would wait forever
+      while (!done.load()) std::this_thread::sleep_for(milliseconds(1));
+      return;
+    }
+    GpuStream s = fake_.CreateStream();
+    void* buf = fake_.AllocDevice(1024);
+    ASSERT_TRUE(c.AllReduce(buf, buf, 256, DataType::kFloat32, RedOp::kSum, s).ok());
+    std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_GT(fake_.Pending(s), 0u);
+    c.Abort();
+    EXPECT_TRUE(fake_.Synchronize(s, Soon()).ok()) << "stream still waits after Abort";
+    EXPECT_FALSE(c.AsyncError().ok());
+    // A failed communicator enqueues nothing more.
+    EXPECT_FALSE(c.AllReduce(buf, buf, 256, DataType::kFloat32, RedOp::kSum, s).ok());
+    EXPECT_EQ(fake_.Pending(s), 0u);
+    done = true;
+  });
+}
+
+TEST_F(DeviceBuffers, AbortReleasesAStreamWhoseEarlierWorkNeverFinishes) {
+  RunRanks(1, [&](Communicator& c) {
+    GpuStream s = fake_.CreateStream();
+    void* buf = fake_.AllocDevice(64);
+    std::atomic<bool> gate{false};
+    fake_.Enqueue(s, [&] {
+      while (!gate.load()) std::this_thread::sleep_for(milliseconds(1));
+    });
+    ASSERT_TRUE(c.AllReduce(buf, buf, 16, DataType::kFloat32, RedOp::kSum, s).ok());
+    std::this_thread::sleep_for(milliseconds(30));  // the worker polls `ready`
+    c.Abort();
+    gate = true;
+    EXPECT_TRUE(fake_.Synchronize(s, Soon()).ok());
+    EXPECT_FALSE(c.AsyncError().ok());
+  });
+}
+
+TEST_F(DeviceBuffers, EnqueueFailureIsACudaErrorAndFailsTheCommunicator) {
+  RunRanks(1, [&](Communicator& c) {
+    GpuStream s = fake_.CreateStream();
+    void* buf = fake_.AllocDevice(64);
+    fake_.FailNextCopy();
+    Status st = c.AllReduce(buf, buf, 16, DataType::kFloat32, RedOp::kSum, s);
+    EXPECT_EQ(st.code(), Code::kUnhandledCudaError) << st.ToString();
+    EXPECT_NE(st.message().find("AllReduce"), std::string::npos) << st.message();
+    EXPECT_EQ(c.AsyncError().code(), Code::kUnhandledCudaError);
+    EXPECT_TRUE(fake_.Synchronize(s, Soon()).ok());
+  });
+}
+
+TEST_F(DeviceBuffers, GroupOverTwoStreamsReleasesEachAndReturnsOnceEnqueued) {
+  RunRanks(2, [&](Communicator& c) {
+    GpuStream a = fake_.CreateStream(), b = fake_.CreateStream();
+    auto* x = static_cast<int32_t*>(fake_.AllocDevice(16));
+    auto* g = static_cast<int32_t*>(fake_.AllocDevice(32));
+    x[0] = c.rank() + 1;
+    g[c.rank()] = 10 * (c.rank() + 1);
+    std::atomic<bool> gate{false};
+    fake_.Enqueue(b, [&] {
+      while (!gate.load()) std::this_thread::sleep_for(milliseconds(1));
+    });
+    ASSERT_TRUE(GroupStart().ok());
+    EXPECT_TRUE(c.AllReduce(x, x, 1, DataType::kInt32, RedOp::kSum, a).ok());
+    EXPECT_TRUE(c.AllGather(g + c.rank(), g, 1, DataType::kInt32, b).ok());
+    ASSERT_TRUE(GroupEnd().ok());  // returns though stream b is held
+    gate = true;
+    ASSERT_TRUE(fake_.Synchronize(a, Soon()).ok());
+    ASSERT_TRUE(fake_.Synchronize(b, Soon()).ok());
+    EXPECT_EQ(x[0], 3);
+    EXPECT_EQ(g[0], 10);
+    EXPECT_EQ(g[1], 20);
+  });
+}
+
+TEST_F(DeviceBuffers, PinnedStagingIsReusedAtSteadyState) {
+  RunRanks(2, [&](Communicator& c) {
+    GpuStream s = fake_.CreateStream();
+    const size_t count = 100000;
+    void* buf = fake_.AllocDevice(count * 4);
+    // Four in flight per round (the stream is held until all are issued):
+    // the cache grows to four blocks in round 0, then serves every later
+    // round from them.
+    size_t after_first = 0;
+    for (int round = 0; round < 5; ++round) {
+      std::atomic<bool> gate{false};
+      fake_.Enqueue(s, [&] {
+        while (!gate.load()) std::this_thread::sleep_for(milliseconds(1));
+      });
+      for (int i = 0; i < 4; ++i) {
+        ASSERT_TRUE(c.AllReduce(buf, buf, count, DataType::kFloat32, RedOp::kMax, s).ok());
+      }
+      gate = true;
+      ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+      ASSERT_TRUE(c.Barrier().ok());  // both ranks finished this round
+      if (round == 0) after_first = fake_.pinned_allocations();
+    }
+    ASSERT_TRUE(c.Barrier().ok());
+    EXPECT_EQ(fake_.pinned_allocations(), after_first) << "staging grew at steady state";
+    // Smaller operations fit the existing blocks.
+    ASSERT_TRUE(c.AllReduce(buf, buf, 10, DataType::kFloat32, RedOp::kMax, s).ok());
+    ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+    ASSERT_TRUE(c.Barrier().ok());
+    EXPECT_EQ(fake_.pinned_allocations(), after_first);
+  });
+  EXPECT_EQ(fake_.pinned_live(), 0u) << "a destroyed communicator leaks pinned memory";
+}
+
+}  // namespace
+}  // namespace loom::testing

@@ -1,0 +1,164 @@
+// CudaDeviceOps: DeviceOps on the CUDA runtime. Stream waits use
+// cuStreamWaitValue64 (fetched through the runtime's driver entry point, so
+// nothing links libcuda) where the device supports 64-bit stream memory
+// operations, and otherwise a host function on the stream that polls the word.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "comm/base/log.h"
+#include "transports/cuda/cuda_runtime.h"
+#include "transports/cuda/device_ops.h"
+
+namespace loom::cuda {
+namespace {
+
+// The driver functions the stream wait needs, or null where unavailable.
+struct DriverWaitFns {
+  PFN_cuStreamWaitValue64_v11070 wait64 = nullptr;
+  PFN_cuDeviceGetAttribute_v2000 attribute = nullptr;
+};
+
+DriverWaitFns LoadDriverWaitFns() {
+  DriverWaitFns fns;
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue64", &fn, 11070, cudaEnableDefault, &q) ==
+          cudaSuccess &&
+      q == cudaDriverEntryPointSuccess) {
+    fns.wait64 = reinterpret_cast<PFN_cuStreamWaitValue64_v11070>(fn);
+  }
+  if (cudaGetDriverEntryPointByVersion("cuDeviceGetAttribute", &fn, 2000, cudaEnableDefault, &q) ==
+          cudaSuccess &&
+      q == cudaDriverEntryPointSuccess) {
+    fns.attribute = reinterpret_cast<PFN_cuDeviceGetAttribute_v2000>(fn);
+  }
+  (void)cudaGetLastError();
+  return fns;
+}
+
+// What the host-function fallback polls; owned by the callback, which runs
+// exactly once.
+struct HostWait {
+  const uint64_t* word;
+  uint64_t value;
+};
+
+void CUDART_CB PollWord(void* arg) {
+  std::unique_ptr<HostWait> w(static_cast<HostWait*>(arg));
+  // atomic_ref needs a non-const object; the word is only read here.
+  std::atomic_ref<uint64_t> word(*const_cast<uint64_t*>(w->word));
+  while (word.load(std::memory_order_acquire) < w->value) {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+class CudaOps final : public DeviceOps {
+ public:
+  const char* name() const override { return "cuda"; }
+
+  Result<BufferPlace> Classify(const void* ptr) override {
+    LOOM_ASSIGN_OR_RETURN(const PointerInfo info, ClassifyPointer(ptr));
+    BufferPlace place;
+    place.kind = MemoryKindName(info.kind);
+    if (info.kind == MemoryKind::kDevice || info.kind == MemoryKind::kManaged) {
+      place.space = MemSpace::kDevice;
+      place.device = info.device;
+    }
+    return place;
+  }
+
+  Result<void*> AllocPinned(size_t bytes) override {
+    void* p = nullptr;
+    LOOM_TRY(CudaStatus(cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped),
+                        "cudaHostAlloc(" + std::to_string(bytes) + " bytes)"));
+    return p;
+  }
+
+  void FreePinned(void* p) override {
+    if (p != nullptr) (void)cudaFreeHost(p);
+  }
+
+  Status CopyAsync(void* dst, const void* src, size_t bytes, StreamHandle stream) override {
+    return CudaStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream),
+                      "cudaMemcpyAsync(" + std::to_string(bytes) + " bytes)");
+  }
+
+  Result<EventHandle> CreateEvent() override {
+    cudaEvent_t e = nullptr;
+    LOOM_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+  }
+
+  void DestroyEvent(EventHandle event) override {
+    if (event != nullptr) (void)cudaEventDestroy(event);
+  }
+
+  Status RecordEvent(EventHandle event, StreamHandle stream) override {
+    return CudaStatus(cudaEventRecord(event, stream), "cudaEventRecord");
+  }
+
+  Result<bool> QueryEvent(EventHandle event) override {
+    const cudaError_t err = cudaEventQuery(event);
+    if (err == cudaSuccess) return true;
+    if (err == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return CudaStatus(err, "cudaEventQuery");
+  }
+
+  Status StreamWaitValue(StreamHandle stream, const uint64_t* word, uint64_t value) override {
+    if (UseMemOps()) {
+      void* dev = nullptr;
+      LOOM_CUDA_TRY(cudaHostGetDevicePointer(&dev, const_cast<uint64_t*>(word), 0));
+      const CUresult r = fns_.wait64(stream, reinterpret_cast<CUdeviceptr>(dev), value,
+                                     CU_STREAM_WAIT_VALUE_GEQ);
+      if (r == CUDA_SUCCESS) return Status::Ok();
+      return Status(Code::kUnhandledCudaError,
+                    "cuStreamWaitValue64 failed: CUresult " + std::to_string(static_cast<int>(r)));
+    }
+    auto* w = new HostWait{word, value};
+    const cudaError_t err = cudaLaunchHostFunc(stream, PollWord, w);
+    if (err != cudaSuccess) delete w;  // never enqueued: the callback will not free it
+    return CudaStatus(err, "cudaLaunchHostFunc(stream wait)");
+  }
+
+ private:
+  // Whether the current device takes 64-bit stream waits; decided once
+  // (loom's processes use one device) and logged.
+  bool UseMemOps() {
+    std::call_once(once_, [this] {
+      fns_ = LoadDriverWaitFns();
+      int dev = 0, ok = 0;
+      if (fns_.wait64 != nullptr && fns_.attribute != nullptr && cudaGetDevice(&dev) == cudaSuccess &&
+          fns_.attribute(&ok, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev) ==
+              CUDA_SUCCESS) {
+        mem_ops_ = ok != 0;
+      }
+      (void)cudaGetLastError();
+      LOOM_INFO(log::kInit, "CUDA: streams wait for the communicator with %s",
+                mem_ops_ ? "cuStreamWaitValue64" : "a polling host function (no 64-bit stream memory ops)");
+    });
+    return mem_ops_;
+  }
+
+  std::once_flag once_;
+  DriverWaitFns fns_;
+  bool mem_ops_ = false;
+};
+
+}  // namespace
+
+DeviceOps& CudaDeviceOps() {
+  static CudaOps ops;
+  return ops;
+}
+
+}  // namespace loom::cuda

@@ -1,0 +1,78 @@
+// DeviceOps: the few device calls the communicator's stream-ordered path
+// needs, behind one interface, so that path can be unit-tested on machines
+// without a GPU (FakeDeviceOps) and run on the CUDA runtime elsewhere
+// (CudaDeviceOps). No CUDA header is needed to use it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "comm/base/status.h"
+
+// The opaque types CUDA declares: a cudaStream_t is a CUstream_st*, a
+// cudaEvent_t a CUevent_st*. Declaring them here keeps CUDA headers out.
+struct CUstream_st;
+struct CUevent_st;
+
+namespace loom::cuda {
+
+using StreamHandle = CUstream_st*;  // == cudaStream_t; nullptr is the legacy default stream
+using EventHandle = CUevent_st*;    // == cudaEvent_t
+
+// Where a buffer lives for the communicator: host memory (plain or pinned)
+// is used in place; device memory (and managed memory) is staged.
+enum class MemSpace { kHost, kDevice };
+
+struct BufferPlace {
+  MemSpace space = MemSpace::kHost;
+  int device = -1;           // owning GPU for kDevice, else -1
+  const char* kind = "host";  // for messages: "host", "pinned host", "device", "managed"
+};
+
+// Contract of every implementation:
+// - Thread-safe: any thread may call any method at any time.
+// - Stream calls (Copy*, RecordEvent, StreamWaitValue) only enqueue: they
+//   return once the work is queued, the work starts after everything queued
+//   on that stream before it, and later work on the stream starts only after
+//   it finished. None of them blocks the caller on the device.
+// - Errors come back as kUnhandledCudaError naming the call.
+class DeviceOps {
+ public:
+  virtual ~DeviceOps() = default;
+  virtual const char* name() const = 0;
+
+  // Where `ptr` points. Never fails for host memory.
+  virtual Result<BufferPlace> Classify(const void* ptr) = 0;
+
+  // Page-locked host memory the device can read and write (staging buffers
+  // and the signal word). FreePinned(nullptr) is a no-op. FreePinned must not
+  // be called while queued stream work still uses the memory.
+  virtual Result<void*> AllocPinned(size_t bytes) = 0;
+  virtual void FreePinned(void* p) = 0;
+
+  // Stream-ordered copies (see the contract above). Either side may be
+  // device or pinned host memory.
+  virtual Status CopyAsync(void* dst, const void* src, size_t bytes, StreamHandle stream) = 0;
+
+  // Events: capture the work queued on a stream so far. An event never
+  // recorded queries as complete (as in CUDA).
+  virtual Result<EventHandle> CreateEvent() = 0;
+  virtual void DestroyEvent(EventHandle event) = 0;
+  virtual Status RecordEvent(EventHandle event, StreamHandle stream) = 0;
+  // Non-blocking: true once the captured work finished.
+  virtual Result<bool> QueryEvent(EventHandle event) = 0;
+
+  // Later work on `stream` waits until the 64-bit word at `word` (pinned
+  // memory from AllocPinned, written by the host with a release store) is
+  // >= `value`. The wait holds no SM and no host thread in CudaDeviceOps
+  // when the device supports stream memory operations.
+  virtual Status StreamWaitValue(StreamHandle stream, const uint64_t* word, uint64_t value) = 0;
+};
+
+#if LOOM_HAVE_CUDA
+// The CUDA runtime implementation (cuda_device_ops.cc); a process-wide
+// instance. Only meaningful when DeviceCount() > 0.
+DeviceOps& CudaDeviceOps();
+#endif
+
+}  // namespace loom::cuda

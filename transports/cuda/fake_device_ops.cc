@@ -1,0 +1,225 @@
+// FakeDeviceOps: streams as task FIFOs run by one thread each, events as
+// generation counters, device memory as tagged host memory.
+#include "transports/cuda/fake_device_ops.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+namespace loom::cuda {
+
+// One stream: tasks run in FIFO order on the stream's own thread.
+class FakeDeviceOps::FakeStream {
+ public:
+  FakeStream() : thread_([this] { Run(); }) {}
+  ~FakeStream() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();  // runs what is queued first (Run drains before it stops)
+  }
+
+  void Push(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.push_back(std::move(task));
+      ++queued_;
+    }
+    cv_.notify_all();
+  }
+
+  bool WaitDrained(Deadline deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t target = queued_;
+    return cv_.wait_until(lock, deadline.at(), [&] { return finished_ >= target; });
+  }
+
+  size_t Pending() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<size_t>(queued_ - finished_);
+  }
+
+ private:
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+      if (tasks_.empty()) return;  // stopping and drained
+      std::function<void()> task = std::move(tasks_.front());
+      tasks_.pop_front();
+      lock.unlock();
+      task();
+      lock.lock();
+      ++finished_;
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  uint64_t queued_ = 0, finished_ = 0;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts after the members it uses exist
+};
+
+// Recording bumps `recorded`; the stream stores that generation into
+// `completed` when it reaches the record. Never recorded: 0 >= 0, complete.
+struct FakeDeviceOps::FakeEvent {
+  std::atomic<uint64_t> recorded{0};
+  std::atomic<uint64_t> completed{0};
+};
+
+FakeDeviceOps::FakeDeviceOps() = default;
+
+FakeDeviceOps::~FakeDeviceOps() {
+  stopping_.store(true);  // unsatisfied stream waits give up
+  std::vector<std::unique_ptr<FakeStream>> streams;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    streams.swap(streams_);
+  }
+  streams.clear();  // joins each stream's thread after its queue ran
+}
+
+FakeDeviceOps::FakeStream* FakeDeviceOps::Find(StreamHandle stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& s : streams_) {
+    if (reinterpret_cast<StreamHandle>(s.get()) == stream) return s.get();
+  }
+  return nullptr;
+}
+
+Result<BufferPlace> FakeDeviceOps::Classify(const void* ptr) {
+  BufferPlace place;
+  const char* p = static_cast<const char*>(ptr);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = device_.upper_bound(p);
+  if (it != device_.begin()) {
+    --it;
+    if (p < it->first + it->second.bytes) {
+      place.space = MemSpace::kDevice;
+      place.device = 0;
+      place.kind = "device";
+      return place;
+    }
+  }
+  if (pinned_.count(const_cast<void*>(ptr)) != 0) place.kind = "pinned host";
+  return place;
+}
+
+Result<void*> FakeDeviceOps::AllocPinned(size_t bytes) {
+  auto mem = std::make_unique<char[]>(bytes == 0 ? 1 : bytes);
+  void* p = mem.get();
+  std::lock_guard<std::mutex> lock(mu_);
+  pinned_.emplace(p, std::move(mem));
+  ++pinned_allocs_;
+  return p;
+}
+
+void FakeDeviceOps::FreePinned(void* p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pinned_.erase(p);
+}
+
+size_t FakeDeviceOps::pinned_live() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pinned_.size();
+}
+
+Status FakeDeviceOps::CopyAsync(void* dst, const void* src, size_t bytes, StreamHandle stream) {
+  if (fail_next_copy_.exchange(false)) {
+    return Status(Code::kUnhandledCudaError,
+                  "cudaMemcpyAsync failed: cudaErrorLaunchFailure (injected by the fake)");
+  }
+  FakeStream* s = Find(stream);
+  if (s == nullptr) return InvalidArgument("fake CopyAsync: unknown stream");
+  s->Push([dst, src, bytes] { std::memcpy(dst, src, bytes); });
+  return Status::Ok();
+}
+
+Result<EventHandle> FakeDeviceOps::CreateEvent() {
+  auto e = std::make_unique<FakeEvent>();
+  auto handle = reinterpret_cast<EventHandle>(e.get());
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.push_back(std::move(e));
+  return handle;
+}
+
+void FakeDeviceOps::DestroyEvent(EventHandle event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(events_, [&](const auto& e) {
+    return reinterpret_cast<EventHandle>(e.get()) == event;
+  });
+}
+
+Status FakeDeviceOps::RecordEvent(EventHandle event, StreamHandle stream) {
+  FakeStream* s = Find(stream);
+  if (s == nullptr) return InvalidArgument("fake RecordEvent: unknown stream");
+  auto* e = reinterpret_cast<FakeEvent*>(event);
+  const uint64_t gen = e->recorded.fetch_add(1) + 1;
+  s->Push([e, gen] { e->completed.store(gen, std::memory_order_release); });
+  return Status::Ok();
+}
+
+Result<bool> FakeDeviceOps::QueryEvent(EventHandle event) {
+  auto* e = reinterpret_cast<FakeEvent*>(event);
+  return e->completed.load(std::memory_order_acquire) >= e->recorded.load();
+}
+
+Status FakeDeviceOps::StreamWaitValue(StreamHandle stream, const uint64_t* word, uint64_t value) {
+  FakeStream* s = Find(stream);
+  if (s == nullptr) return InvalidArgument("fake StreamWaitValue: unknown stream");
+  s->Push([this, word, value] {
+    std::atomic_ref<uint64_t> w(*const_cast<uint64_t*>(word));
+    while (w.load(std::memory_order_acquire) < value && !stopping_.load()) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  });
+  return Status::Ok();
+}
+
+StreamHandle FakeDeviceOps::CreateStream() {
+  auto s = std::make_unique<FakeStream>();
+  auto handle = reinterpret_cast<StreamHandle>(s.get());
+  std::lock_guard<std::mutex> lock(mu_);
+  streams_.push_back(std::move(s));
+  return handle;
+}
+
+void* FakeDeviceOps::AllocDevice(size_t bytes) {
+  const size_t n = bytes == 0 ? 1 : bytes;
+  auto mem = std::make_unique<char[]>(n);  // value-initialised: zeroed
+  char* p = mem.get();
+  std::lock_guard<std::mutex> lock(mu_);
+  device_.emplace(p, DeviceAlloc{std::move(mem), n});
+  return p;
+}
+
+void FakeDeviceOps::FreeDevice(void* p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  device_.erase(static_cast<const char*>(p));
+}
+
+void FakeDeviceOps::Enqueue(StreamHandle stream, std::function<void()> task) {
+  FakeStream* s = Find(stream);
+  if (s != nullptr) s->Push(std::move(task));
+}
+
+Status FakeDeviceOps::Synchronize(StreamHandle stream, Deadline deadline) {
+  FakeStream* s = Find(stream);
+  if (s == nullptr) return InvalidArgument("fake Synchronize: unknown stream");
+  if (!s->WaitDrained(deadline)) return TimeoutError("fake stream still busy at the deadline");
+  return Status::Ok();
+}
+
+size_t FakeDeviceOps::Pending(StreamHandle stream) {
+  FakeStream* s = Find(stream);
+  return s == nullptr ? 0 : s->Pending();
+}
+
+}  // namespace loom::cuda

@@ -1,0 +1,80 @@
+// FakeDeviceOps: DeviceOps without a GPU, for tests. A "device" buffer is
+// host memory the fake tags as device; a "stream" is a FIFO of tasks run in
+// order by one thread, so stream-order semantics (return once enqueued, start
+// after earlier work, later work waits) hold exactly as on a GPU.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "transports/cuda/device_ops.h"
+
+namespace loom::cuda {
+
+// Thread-safe. Owns its streams, events, device and pinned allocations; all
+// are released when it is destroyed, which first runs every queued task
+// (stream waits that were never satisfied give up then). Destroy it only
+// after the communicators that use it.
+class FakeDeviceOps final : public DeviceOps {
+ public:
+  FakeDeviceOps();
+  ~FakeDeviceOps() override;
+  FakeDeviceOps(const FakeDeviceOps&) = delete;
+  FakeDeviceOps& operator=(const FakeDeviceOps&) = delete;
+
+  // --- DeviceOps ---
+  const char* name() const override { return "fake"; }
+  Result<BufferPlace> Classify(const void* ptr) override;
+  Result<void*> AllocPinned(size_t bytes) override;
+  void FreePinned(void* p) override;
+  Status CopyAsync(void* dst, const void* src, size_t bytes, StreamHandle stream) override;
+  Result<EventHandle> CreateEvent() override;
+  void DestroyEvent(EventHandle event) override;
+  Status RecordEvent(EventHandle event, StreamHandle stream) override;
+  Result<bool> QueryEvent(EventHandle event) override;
+  Status StreamWaitValue(StreamHandle stream, const uint64_t* word, uint64_t value) override;
+
+  // --- what a test drives ---
+  // A new stream (never nullptr: the fake has no legacy default stream).
+  StreamHandle CreateStream();
+  // `bytes` of zeroed "device" memory (at least 1 byte is allocated).
+  void* AllocDevice(size_t bytes);
+  void FreeDevice(void* p);
+  // Queues `task` on `stream`, like cudaLaunchHostFunc.
+  void Enqueue(StreamHandle stream, std::function<void()> task);
+  // Blocks until every task queued on `stream` so far has run, or the
+  // deadline (then kTimeout).
+  Status Synchronize(StreamHandle stream, Deadline deadline);
+  // Tasks queued on `stream` that have not finished.
+  size_t Pending(StreamHandle stream);
+  // AllocPinned calls so far, and pinned blocks currently allocated.
+  size_t pinned_allocations() const { return pinned_allocs_.load(); }
+  size_t pinned_live() const;
+  // A failure the next CopyAsync returns, as a CUDA error would.
+  void FailNextCopy() { fail_next_copy_.store(true); }
+
+ private:
+  class FakeStream;
+  struct FakeEvent;
+  FakeStream* Find(StreamHandle stream);
+
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<FakeStream>> streams_;
+  std::vector<std::unique_ptr<FakeEvent>> events_;
+  struct DeviceAlloc {
+    std::unique_ptr<char[]> mem;
+    size_t bytes;
+  };
+  std::map<const char*, DeviceAlloc> device_;  // by base address
+  std::map<void*, std::unique_ptr<char[]>> pinned_;
+  std::atomic<size_t> pinned_allocs_{0};
+  std::atomic<bool> fail_next_copy_{false};
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace loom::cuda
