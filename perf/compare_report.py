@@ -3,6 +3,8 @@
 
 Anchor tables: '# op size count type time(us) algbw busbw #wrong'.
 loom perf tables: nccl-tests columns; the out-of-place time and busbw are used.
+Ratios are loom over the anchor (> 1: loom is faster): of busbw, or of time
+below 1 KiB. Gloo's column is its best all-reduce algorithm at each size.
 """
 import csv
 import glob
@@ -54,6 +56,23 @@ def collect(out, impl):
             for k, v in data.items()}
 
 
+def speedup(size, loom_t, loom_bw, anchor_t, anchor_bw):
+    """loom over the anchor, > 1 when loom is faster: busbw ratio, or the time
+    ratio below 1 KiB, where busbw rounds to zero."""
+    if size < 1024:
+        return anchor_t / loom_t if anchor_t == anchor_t and loom_t > 0 else float("nan")
+    return loom_bw / anchor_bw if anchor_bw == anchor_bw and anchor_bw > 0 else float("nan")
+
+
+def gloo_best(gloo, size):
+    """The fastest Gloo all-reduce algorithm at `size`: (name, time, busbw)."""
+    cands = [(v[1], v[0], op) for (op, sz), v in gloo.items() if sz == size and op.startswith("allreduce")]
+    if not cands:
+        return ("", float("nan"), float("nan"))
+    bw, t, op = max(cands)
+    return (op, t, bw)
+
+
 def main():
     out = sys.argv[1]
     loom, mpi, gloo = collect(out, "loom"), collect(out, "mpi"), collect(out, "gloo")
@@ -61,20 +80,20 @@ def main():
     if mc:
         print(f"# memcpy 256 MiB, one thread, median of this run: {mc:.2f} GB/s")
     print(f"# {'op':<15}{'size':>11}{'loom us':>11}{'MPI us':>11}{'loom GB/s':>11}{'MPI GB/s':>10}"
-          f"{'loom/MPI':>10}{'Gloo GB/s':>11}{'%memcpy':>9}")
+          f"{'loom/MPI':>10}{'Gloo GB/s':>11}{'loom/Gloo':>10}{'%memcpy':>9}  Gloo best")
     with open(os.path.join(out, "report.csv"), "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["op", "bytes", "loom_us", "mpi_us", "loom_busbw", "mpi_busbw", "ratio_busbw",
-                    "gloo_busbw", "pct_memcpy", "samples"])
+                    "gloo_us", "gloo_busbw", "gloo_algo", "pct_memcpy", "samples"])
         for key in sorted(loom, key=lambda k: (k[0], k[1])):
             lt, lb, n = loom[key]
             mt, mb, _ = mpi.get(key, (float("nan"), float("nan"), 0))
-            gb = gloo.get(("allreduce_ring", key[1]), (0, float("nan"), 0))[1] if key[0] == "allreduce" else float("nan")
-            ratio = lb / mb if mb and mb == mb and mb > 0 else float("nan")
+            galgo, gt, gb = gloo_best(gloo, key[1]) if key[0] == "allreduce" else ("", float("nan"), float("nan"))
+            ratio, gratio = speedup(key[1], lt, lb, mt, mb), speedup(key[1], lt, lb, gt, gb)
             pct = 100 * lb / mc if mc else float("nan")
             print(f"  {key[0]:<15}{key[1]:>11}{lt:>11.2f}{mt:>11.2f}{lb:>11.3f}{mb:>10.3f}{ratio:>10.2f}"
-                  f"{gb:>11.3f}{pct:>8.0f}%")
-            w.writerow([key[0], key[1], lt, mt, lb, mb, ratio, gb, pct, n])
+                  f"{gb:>11.3f}{gratio:>10.2f}{pct:>8.0f}%  {galgo}")
+            w.writerow([key[0], key[1], lt, mt, lb, mb, ratio, gt, gb, galgo, pct, n])
 
 
 if __name__ == "__main__":
