@@ -50,7 +50,7 @@ for ((r = 1; r <= REPEAT; r++)); do
     "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/mpi_coll_perf" -b "$MINB" -e "$MAXB" -f "$FACTOR" -o "$op" \
       > "$OUT/mpi.$op.r$r.txt" 2>&1
     "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" -- "$LOOM" perf "$(loom_op "$op")" -b "$MINB" -e "$MAXB" \
-      -f "$FACTOR" -w 5 -n 20 > "$OUT/loom.$op.r$r.txt" 2>&1
+      -f "$FACTOR" -w 5 -n 20 --fixed-buffers > "$OUT/loom.$op.r$r.txt" 2>&1
     if [[ $GLOO == 1 && $op == allreduce ]]; then
       # Every Gloo all-reduce algorithm: the report takes the best per size.
       BIN=$OUT/anchors/gloo_coll_perf "${RT[@]}" "$ANCHORS/run_gloo.sh" "$NP" \

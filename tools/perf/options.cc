@@ -36,12 +36,13 @@ constexpr FlagSpec kFlags[] = {
     {'J', "json", true},
     {'h', "help", false},
     {'X', "corrupt-for-test", false},
+    {'F', "fixed-buffers", false},
 };
 
 const FlagSpec* FindShort(char letter) {
   for (const FlagSpec& f : kFlags) {
-    // 'J' and 'X' exist only as long options.
-    if (f.letter == letter && letter != 'J' && letter != 'X') return &f;
+    // 'J', 'X' and 'F' exist only as long options.
+    if (f.letter == letter && letter != 'J' && letter != 'X' && letter != 'F') return &f;
   }
   return nullptr;
 }
@@ -181,6 +182,9 @@ Status Apply(const FlagSpec& flag, const std::string& value, PerfOptions& o) {
       return Status::Ok();
     case 'X':
       o.corrupt_for_test = true;
+      return Status::Ok();
+    case 'F':
+      o.fixed_buffers = true;
       return Status::Ok();
   }
   return InternalError("unhandled flag");
@@ -342,6 +346,8 @@ std::string Usage() {
          "\t[-z,--blocking <0/1>] (default 0: issue all iterations, then wait)\n"
          "\t[-a,--average <0/1/2/3> report iteration time of rank 0/avg/min/max] (default 1)\n"
          "\t[--json <file|->] (every row as JSON; '-' = stdout, the table then goes to stderr)\n"
+         "\t[--fixed-buffers] (every iteration at the buffers' start, as MPI and Gloo benchmarks\n"
+         "\t                   do, instead of walking through them like nccl-tests)\n"
          "\t[-h,--help]\n";
 }
 

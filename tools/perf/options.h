@@ -34,6 +34,7 @@ struct PerfOptions {
   std::string json_path;          // --json FILE, "-" = stdout, "" = none
   bool help = false;              // -h / --help: print Usage() and exit 0
   bool corrupt_for_test = false;  // hidden: flip one output element before checking
+  bool fixed_buffers = false;     // --fixed-buffers: no walk through the buffers (see bench.cc)
 };
 
 // Parses argv[first..argc) (the collective name, then flags in any order).

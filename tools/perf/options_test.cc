@@ -44,6 +44,7 @@ TEST(PerfOptions, DefaultsAreNcclTests) {
   EXPECT_FALSE(o.blocking);
   EXPECT_EQ(o.average, 1);
   EXPECT_TRUE(o.json_path.empty());
+  EXPECT_FALSE(o.fixed_buffers);
   EXPECT_FALSE(o.corrupt_for_test);
 }
 
@@ -72,7 +73,8 @@ TEST(PerfOptions, EveryShortFlag) {
 
 TEST(PerfOptions, GluedAndLongForms) {
   auto r = Parse({"all_gather_perf", "-b1K", "-e=2M", "--stepfactor=4", "--iters", "3",
-                  "--datatype=half", "--op", "min", "--json", "-", "--corrupt-for-test"});
+                  "--datatype=half", "--op", "min", "--json", "-", "--corrupt-for-test",
+                  "--fixed-buffers"});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->collectives, std::vector<Collective>{Collective::kAllGather});
   EXPECT_EQ(r->min_bytes, 1024u);
@@ -83,6 +85,9 @@ TEST(PerfOptions, GluedAndLongForms) {
   EXPECT_EQ(r->ops, std::vector<RedOp>{RedOp::kMin});
   EXPECT_EQ(r->json_path, "-");
   EXPECT_TRUE(r->corrupt_for_test);
+  EXPECT_TRUE(r->fixed_buffers);
+  // Long-only: -F is not a flag.
+  EXPECT_FALSE(Parse({"all_gather", "-F"}).ok());
 }
 
 TEST(PerfOptions, AllExpandsCollectivesOpsAndTypes) {
