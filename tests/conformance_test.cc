@@ -203,6 +203,7 @@ INSTANTIATE_TEST_SUITE_P(Shm, Conformance,
                                            Param{4, false}, Param{5, false}, Param{8, false},
                                            Param{3, false, 1, "Direct"}, Param{5, false, 1, "Direct"},
                                            Param{4, false, 1, "Ring"}, Param{4, false, 1, "Tree"},
+                                           Param{4, false, 1, "RD"}, Param{5, false, 1, "RD"},
                                            // One host: Hierarchical cannot run, the fallback must.
                                            Param{4, false, 1, "Hier"}),
                          ParamName);

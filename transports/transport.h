@@ -61,6 +61,9 @@ struct Transfer {
   // so that steps pipeline without overwriting anything in flight.
   const Transfer* gate = nullptr;
   const Transfer* also = nullptr;
+  // recv only: dst is final (nothing in this operation reads it again), so a
+  // transport may write a large one around the cache (transports/streaming.h).
+  bool nontemporal = false;
 
   size_t done = 0;  // bytes completed (received and reduced, or handed to the wire)
   bool complete() const { return done == bytes && header_done; }

@@ -144,7 +144,8 @@ TEST_P(TransportTest, MessagesOfAwkwardSizesArriveIntact) {
 TEST_P(TransportTest, ReceiveReducesAndGatedSendForwards) {
   // Rank 0 sends x; rank 1 receives and adds its y, then (gated on the
   // receive) sends the sum back while it is still arriving. The second size
-  // lands with streaming stores (transports/streaming.h).
+  // lands with streaming stores (transports/streaming.h), whose fence must
+  // order them before the progress the gated send reads.
   auto p = MakePair(GetParam());
   for (const size_t n : {size_t{300001}, StreamingMinBytes() / 4 + 1001}) {
     std::vector<float> x(n), y(n), sum(n), back(n);
@@ -163,6 +164,7 @@ TEST_P(TransportTest, ReceiveReducesAndGatedSendForwards) {
       t[1].peer = 1;
       t[1].dst = back.data();
       t[1].bytes = n * 4;
+      t[1].nontemporal = true;  // streams (copy) above the threshold
       s0 = p->engine[0]->Run(t, Deadline::After(std::chrono::seconds(10)));
     });
     std::thread t1([&] {
@@ -175,6 +177,7 @@ TEST_P(TransportTest, ReceiveReducesAndGatedSendForwards) {
       t[0].type = DataType::kFloat32;
       t[0].op = RedOp::kSum;
       t[0].bytes = n * 4;
+      t[0].nontemporal = true;  // streams (reduce) above the threshold; still forwarded
       t[1].dir = Transfer::Dir::kSend;
       t[1].peer = 0;
       t[1].src = sum.data();

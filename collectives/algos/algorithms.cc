@@ -73,6 +73,11 @@ class Plan {
     return t;
   }
   Status Run(Engine& engine, Deadline deadline) { return engine.Run(t_, deadline); }
+  // Marks a receive whose destination nothing in this operation reads again.
+  static Transfer* Final(Transfer* t) {
+    t->nontemporal = true;
+    return t;
+  }
 
  private:
   Transfer& Add(Transfer::Dir dir, int peer, size_t bytes, const Transfer* gate) {
@@ -118,52 +123,48 @@ Status RingAllReduce(Engine& e, int r, const CollArgs& a, Deadline deadline) {
     Range sb = block(patterns::RingAllGatherSendBlock(r, n, s));
     Range rb = block(patterns::RingAllGatherRecvBlock(r, n, s));
     plan.Send(next, At(a.recv, sb.offset, es), sb.count * es, prev_recv);
-    prev_recv = plan.Recv(prev, At(a.recv, rb.offset, es), rb.count * es);
+    Transfer* recv = plan.Recv(prev, At(a.recv, rb.offset, es), rb.count * es);
+    prev_recv = s == n - 2 ? Plan::Final(recv) : recv;  // the last block is not forwarded
   }
   return plan.Run(e, deadline);
 }
 
-// Recursive doubling: log2(n) full-buffer exchanges, for small messages.
-// Buffers alternate between recv and scratch so a rank never receives into
-// the buffer it is still sending from.
-Status RecursiveDoublingAllReduce(Engine& e, int r, const CollArgs& a, Scratch& scratch,
-                                  Deadline deadline) {
+// Recursive doubling: log2(n) full-buffer exchanges (non-powers of two fold
+// the extra ranks in first and send them the result last). The running
+// result lives in recv: the first reduction moves it there from send, after
+// that each round reduces recv in place while sending it, its receive gated
+// (also) on its own send so only bytes already handed over are overwritten.
+// No scratch and no final copy, in place or not.
+Status RecursiveDoublingAllReduce(Engine& e, int r, const CollArgs& a, Deadline deadline) {
   const int n = e.size();
   const size_t bytes = a.count * SizeOf(a.type);
   const auto p = patterns::MakeRecursiveDoublingPlan(r, n);
   if (p.role == patterns::RecursiveDoublingPlan::kFoldedOut) {
     Plan plan(a, 2);
-    const Transfer* sent = plan.Send(p.fold_peer, a.send, bytes);
-    (void)sent;
+    plan.Send(p.fold_peer, a.send, bytes);
     plan.Recv(p.fold_peer, a.recv, bytes);
     return plan.Run(e, deadline);
   }
-  void* bufs[2] = {a.recv, scratch.Get(bytes)};
   Plan plan(a, 2 * p.partners.size() + 2);
   const void* cur = a.send;  // holds this rank's running result
   const Transfer* gate = nullptr;
-  // Never receive into the buffer being sent from (in place, send == recv).
-  auto next_dst = [&] { return cur == bufs[0] ? bufs[1] : bufs[0]; };
   if (p.fold_peer >= 0) {
-    void* dst = next_dst();
-    gate = plan.RecvReduce(p.fold_peer, dst, cur, bytes);
-    cur = dst;
+    gate = plan.RecvReduce(p.fold_peer, a.recv, cur, bytes);
+    cur = a.recv;
   }
-  const Transfer* last_send = nullptr;
+  Transfer* last_recv = nullptr;
   for (int partner : p.partners) {
-    void* dst = next_dst();
     const Transfer* send = plan.Send(partner, cur, bytes, gate);
-    Transfer* recv = plan.RecvReduce(partner, dst, cur, bytes, gate);
-    // dst is what the previous step sent from: overwrite only what has left.
-    recv->also = last_send;
+    Transfer* recv = plan.RecvReduce(partner, a.recv, cur, bytes, gate);
+    if (cur == a.recv) recv->also = send;  // in place: overwrite only what has left
     gate = recv;
-    last_send = send;
-    cur = dst;
+    last_recv = recv;
+    cur = a.recv;
   }
-  if (p.fold_peer >= 0) plan.Send(p.fold_peer, cur, bytes, gate);
-  LOOM_TRY(plan.Run(e, deadline));
-  CopyIfDistinct(a.recv, cur, bytes);
-  return Status::Ok();
+  // Final unless a folded-out rank still needs the result sent from recv.
+  if (last_recv != nullptr && p.fold_peer < 0) Plan::Final(last_recv);
+  if (p.fold_peer >= 0) plan.Send(p.fold_peer, a.recv, bytes, gate);
+  return plan.Run(e, deadline);
 }
 
 // Binomial-tree reduce into `out` at root (scratch elsewhere); children are
@@ -231,7 +232,8 @@ Status RingReduceScatter(Engine& e, int r, const CollArgs& a, Scratch& scratch,
     const void* src = s == 0 ? send + sb * bb : work + sb * bb;
     plan.Send(next, src, bb, prev_recv);
     void* dst = s == n - 2 ? a.recv : work + rb * bb;
-    prev_recv = plan.RecvReduce(prev, dst, send + rb * bb, bb);
+    Transfer* recv = plan.RecvReduce(prev, dst, send + rb * bb, bb);
+    prev_recv = s == n - 2 ? Plan::Final(recv) : recv;
   }
   return plan.Run(e, deadline);
 }
@@ -246,7 +248,8 @@ Status RingAllGather(Engine& e, int r, const CollArgs& a, Deadline deadline) {
   const Transfer* prev_recv = nullptr;
   for (int s = 0; s < n - 1; ++s) {
     plan.Send(next, recv + patterns::RingAllGatherSendBlock(r, n, s) * bb, bb, prev_recv);
-    prev_recv = plan.Recv(prev, recv + patterns::RingAllGatherRecvBlock(r, n, s) * bb, bb);
+    Transfer* in = plan.Recv(prev, recv + patterns::RingAllGatherRecvBlock(r, n, s) * bb, bb);
+    prev_recv = s == n - 2 ? Plan::Final(in) : in;  // the last block is not forwarded
   }
   return plan.Run(e, deadline);
 }
@@ -444,7 +447,7 @@ Status RunAlgorithm(Engine& engine, int rank, Algo algo, const CollArgs& a, Scra
       } else if (algo == Algo::kRing) {
         LOOM_TRY(RingAllReduce(engine, rank, a, deadline));
       } else if (algo == Algo::kRecursiveDoubling) {
-        LOOM_TRY(RecursiveDoublingAllReduce(engine, rank, a, scratch, deadline));
+        LOOM_TRY(RecursiveDoublingAllReduce(engine, rank, a, deadline));
       } else if (algo == Algo::kDirect) {
         return DirectAllReduce(engine, rank, a, scratch, deadline);  // scales its own blocks
       } else {

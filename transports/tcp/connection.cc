@@ -253,9 +253,9 @@ Result<bool> TcpConnection::RecvOn(int s) {
     }
     if (sock.bounce.empty()) sock.bounce.resize(U);
     const size_t es = SizeOf(t->type);
-    // As for shared memory: a destination larger than the cache is written
-    // around it (transports/streaming.h).
-    const bool streaming = t->bytes >= StreamingMinBytes();
+    // As for shared memory: a final destination larger than the cache is
+    // written around it (transports/streaming.h).
+    const bool streaming = t->nontemporal && t->bytes >= StreamingMinBytes();
     while (p.moved[s] < share) {
       // Reduce what has arrived, one unit at a time, as far as the gate allows.
       const size_t g = MessageOffset(p.moved[s], s, n);
