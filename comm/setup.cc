@@ -80,11 +80,13 @@ Result<PeerInfo> Decode(const std::string& s, int rank) {
   return p;
 }
 
-// IB as this host offers it: what discovery finds and NCCL_IB_HCA keeps;
-// `port` receives the first selected active port (the one IbContext uses).
-Availability IbAvailability(ib::PortInfo* port) {
-  if (params::kIbDisable.Get()) return Availability::Absent(kIbDisabledReason);
-  return IbAvailabilityOf(ib::DiscoverPorts(), params::kIbHca.Get(), port);
+// IB as this host offers it: what discovery finds and NCCL_IB_HCA keeps,
+// used only when asked for by name while the IB path is unproven
+// (GateUnprovenIb); `port` receives the first selected active port (the one
+// IbContext uses).
+Availability IbAvailability(ib::PortInfo* port, const TransportKnobs& knobs) {
+  if (knobs.ib_disable) return Availability::Absent(kIbDisabledReason);
+  return GateUnprovenIb(IbAvailabilityOf(ib::DiscoverPorts(), params::kIbHca.Get(), port), knobs);
 }
 
 // IbContext options from NCCL_IB_GID_INDEX/TIMEOUT/RETRY_CNT; RoCE prefers
@@ -152,9 +154,9 @@ Result<bool> EnableSingleCopy(Exchange& exchange, int rank, const std::vector<in
   return everyone;
 }
 
-// The selector's cost of one transport (measured on the development VM:
-// shared-memory FIFOs ~6 GB/s, one TCP stream ~1.5 GB/s; IB as a 100 Gb/s
-// port behind RDMA latency).
+// The selector's cost of one transport: shared-memory FIFOs ~6 GB/s and one
+// TCP stream ~1.5 GB/s were measured on the development VM; the IB figures
+// are an assumption (a 100 Gb/s port behind RDMA latency), never measured.
 topology::LinkCost LinkCostOf(TransportKind kind, bool single_copy) {
   switch (kind) {
     case TransportKind::kShm: return {1.0, 6.0, single_copy ? 12.0 : 0.0};
@@ -180,18 +182,26 @@ Result<topology::JobTopology> FuseJob(const std::vector<PeerInfo>& peers,
   for (int r = 0; r < n; ++r) {
     records[r].host_id = peers[r].host_id;
     records[r].hostname = peers[r].hostname;
-    records[r].nic_gbs = peers[r].nic_mbps > 0 ? static_cast<double>(peers[r].nic_mbps) / 8e3 : 0;
     records[r].intra = LinkCostOf(TransportKind::kShm, single_copy);
     records[r].inter = LinkCostOf(TransportKind::kSocket, single_copy);
+    TransportKind inter_kind = TransportKind::kSocket;
     bool have_intra = false, have_inter = false;
     for (int i = 1; i < n && !(have_intra && have_inter); ++i) {
       const int q = (r + i) % n;
       const bool same = peers[q].host_id == peers[r].host_id;
       if (same && !have_intra) records[r].intra = cost(r, q);
-      if (!same && !have_inter) records[r].inter = cost(r, q);
+      if (!same && !have_inter) {
+        auto link = PlanLink(transports, r, q);
+        inter_kind = link.ok() ? link->kind : TransportKind::kSocket;
+        records[r].inter = LinkCostOf(inter_kind, single_copy);
+      }
       have_intra = have_intra || same;
       have_inter = have_inter || !same;
     }
+    // The socket NICs' speed bounds the network only when sockets carry it.
+    const bool sockets = inter_kind == TransportKind::kSocket || inter_kind == TransportKind::kUcx;
+    records[r].nic_gbs =
+        sockets && peers[r].nic_mbps > 0 ? static_cast<double>(peers[r].nic_mbps) / 8e3 : 0;
   }
   return topology::FuseJobTopology(records);
 }
@@ -249,9 +259,11 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
       // Several NICs (NCCL_SOCKET_IFNAME=data0,data1 or a prefix) carry
       // striped sockets; loopback or mixed families never join a stripe.
       std::vector<TcpListen> nics;
+      mine.nic_mbps = 0;  // the striped NICs' speeds add up; unknown (-1) if any is
       for (const NetInterface& nic : *chosen) {
         const NetInterface& first = chosen->front();
         if (!nics.empty() && (first.loopback || nic.loopback || nic.family != first.family)) continue;
+        mine.nic_mbps = mine.nic_mbps < 0 || nic.speed_mbps <= 0 ? -1 : mine.nic_mbps + nic.speed_mbps;
         std::string a = nic.address;
         if (auto pct = a.find('%'); pct != std::string::npos) a = a.substr(0, pct);
         nics.push_back(TcpListen{a, nic.name, nic.prefix_len});
@@ -259,7 +271,6 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
       }
       const std::string addr = nics.front().address;
       socket_if = chosen->front();
-      mine.nic_mbps = chosen->front().speed_mbps;
       auto tcp = TcpContext::Create(nics, secret);
       if (tcp.ok()) {
         impl->tcp_ = std::move(tcp).value();
@@ -305,11 +316,11 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
                                       : Availability::Unusable(no_interface.message());
     tr.socket_address = mine.tcp_address;
     tr.ucx = ucx_availability;
-    tr.ib = IbAvailability(&ib_port);
     tr.knobs.shm_disable = params::kShmDisable.Get();
     tr.knobs.ib_disable = params::kIbDisable.Get();
     tr.knobs.net = params::kNet.Get();
     tr.knobs.require = params::kRequireTransport.Get();
+    tr.ib = IbAvailability(&ib_port, tr.knobs);
     mine.transports = EncodeTransportRecord(tr);
   }
 

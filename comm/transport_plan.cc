@@ -306,4 +306,16 @@ Availability IbAvailabilityOf(const ib::Discovery& found, std::string_view hca,
   return Availability::Usable(choice.ports[0].device + ":" + std::to_string(choice.ports[0].port));
 }
 
+Availability GateUnprovenIb(Availability ib, const TransportKnobs& knobs) {
+  if (!ib.usable()) return ib;
+  auto names_ib = [](const std::string& v, bool allow_shm) {
+    auto k = ParseTransportName(v, "", allow_shm);
+    return k.ok() && *k == TransportKind::kIb;
+  };
+  if (names_ib(knobs.net, false) || names_ib(knobs.require, true)) return ib;
+  return Availability::Unusable("found " + ib.detail +
+                                ", but loom's IB connection has not run on RDMA hardware yet; "
+                                "set NCCL_NET=IB on every rank to use it");
+}
+
 }  // namespace loom

@@ -125,4 +125,11 @@ Availability IbAvailabilityOf(const ib::Discovery& found, std::string_view hca,
                               ib::PortInfo* port = nullptr);
 inline constexpr const char* kIbDisabledReason = "not probed: NCCL_IB_DISABLE=1";
 
+// loom's IB connection (transports/ib) has not yet run on RDMA hardware.
+// Until it has, IB is used only when asked for by name (NCCL_NET=IB or
+// LOOM_REQUIRE_TRANSPORT=ib): otherwise usable IB counts as unusable, with a
+// reason that says how to opt in, so the automatic rule falls back to
+// sockets with a WARN. Other states pass through. Pure.
+Availability GateUnprovenIb(Availability ib, const TransportKnobs& knobs);
+
 }  // namespace loom

@@ -400,5 +400,24 @@ TEST(IbAvailabilityOf, AbsentUnusableAndUsableAsDiscoveryAndTheFilterSay) {
   EXPECT_NE(typo.detail.find("mlx9"), std::string::npos) << typo.detail;
 }
 
+TEST(GateUnprovenIb, UsableIbOnlyWhenAskedForByName) {
+  const Availability ib = Availability::Usable("mlx5_0:1");
+  TransportKnobs knobs;
+  const Availability automatic = GateUnprovenIb(ib, knobs);
+  EXPECT_EQ(automatic.state, Availability::State::kUnusable);
+  EXPECT_NE(automatic.detail.find("NCCL_NET=IB"), std::string::npos) << automatic.detail;
+  EXPECT_NE(automatic.detail.find("mlx5_0:1"), std::string::npos) << automatic.detail;
+  knobs.net = "ib";
+  EXPECT_EQ(GateUnprovenIb(ib, knobs), ib);
+  knobs.net = "";
+  knobs.require = "IB";
+  EXPECT_EQ(GateUnprovenIb(ib, knobs), ib);
+  knobs.require = "socket";
+  EXPECT_FALSE(GateUnprovenIb(ib, knobs).usable());
+  // Absent and unusable pass through with their own reasons.
+  EXPECT_EQ(GateUnprovenIb(Availability::Absent("zero IB devices"), knobs),
+            Availability::Absent("zero IB devices"));
+}
+
 }  // namespace
 }  // namespace loom

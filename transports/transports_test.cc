@@ -144,8 +144,9 @@ TEST_P(TransportTest, MessagesOfAwkwardSizesArriveIntact) {
 TEST_P(TransportTest, ReceiveReducesAndGatedSendForwards) {
   // Rank 0 sends x; rank 1 receives and adds its y, then (gated on the
   // receive) sends the sum back while it is still arriving. The second size
-  // lands with streaming stores (transports/streaming.h), whose fence must
-  // order them before the progress the gated send reads.
+  // lands with streaming stores (transports/streaming.h): the bytes must be
+  // exact. (Receive and gated send run on one engine thread here, so this
+  // cannot observe the store fence itself.)
   auto p = MakePair(GetParam());
   for (const size_t n : {size_t{300001}, StreamingMinBytes() / 4 + 1001}) {
     std::vector<float> x(n), y(n), sum(n), back(n);

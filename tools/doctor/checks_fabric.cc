@@ -1,9 +1,12 @@
 // Checks 5 and 9, the hardware side: the RDMA fabric (ports, link layer,
 // GID subnets and rails, RoCE version and GID index across hosts) and the
 // GPU side (peer paths, NIC placement, GPUDirect RDMA, PCIe ACS, IOMMU).
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "topology/paths.h"
@@ -69,10 +72,18 @@ std::vector<GidChoice> ChooseGids(const HostFacts& f, std::vector<Finding>* out)
   const std::string index_text = f.Param("IB_GID_INDEX");
   const int index = index_text.empty() ? -1 : std::atoi(index_text.c_str());
   const ib::PortChoice ports = ib::SelectPorts(f.rdma_ports, ib::HcaFilter::Parse(f.Param("IB_HCA")));
+  // As the runtime (IbOptionsFromParams): RoCE prefers the GID on the socket
+  // interface's IPv4 subnet.
+  std::optional<ib::Ipv4Subnet> subnet;
+  in_addr v4{};
+  if (auto sel = SelectedInterface(f);
+      sel.ok() && inet_pton(AF_INET, sel->address.c_str(), &v4) == 1) {
+    subnet = ib::Ipv4Subnet{ntohl(v4.s_addr), sel->prefix_len};
+  }
   for (const ib::PortInfo& p : ports.ports) {
     if (p.gids.empty()) continue;  // table unknown (a topology file): nothing to compare
     const std::string name = p.device + ":" + std::to_string(p.port);
-    auto gid = ib::ChooseGid(p, index, std::nullopt);
+    auto gid = ib::ChooseGid(p, index, subnet);
     if (!gid.ok()) {
       out->push_back(Fail(Check::kFabric, f.label, gid.status().message(),
                           !index_text.empty() ? "set NCCL_IB_GID_INDEX to an index listed there (show_gids), or unset it"

@@ -73,7 +73,7 @@ TransportRecord TransportRecordOf(const HostFacts& f) {
   if (r.knobs.ib_disable) {
     r.ib = Availability::Absent(kIbDisabledReason);
   } else {
-    r.ib = IbAvailabilityOf(found, f.Param("IB_HCA"));
+    r.ib = GateUnprovenIb(IbAvailabilityOf(found, f.Param("IB_HCA")), r.knobs);
     if (r.ib.usable() && !BuildHasIb(f)) {
       r.ib = Availability::Unusable("found " + r.ib.detail + ", but this loom build moves data over " +
                                     transports + " only");

@@ -342,30 +342,37 @@ TEST(DoctorPlan, TheRuntimesRuleDecidesIbAndItsFallbacks) {
   for (HostFacts& h : hosts) {
     h.no_rdma_reason.clear();
     h.rdma_ports = {{"mlx5_0", 1, true, false, 1, {}}};
+    h.fingerprint[1].second = "shm,tcp,ib";
   }
-  // Found, but this build has no IB data path: the runtime falls back, loudly.
+  // Found, but the IB path is only used when asked for by name: the runtime
+  // falls back to sockets, loudly, and says how to opt in.
   auto f = CheckTransportPlan(hosts);
   ASSERT_EQ(f.size(), 1u) << Dump(f);
   EXPECT_EQ(f[0].severity, Severity::kWarn);
-  EXPECT_NE(f[0].summary.find("found mlx5_0:1, but this loom build moves data over shm,tcp only; falling back to Socket"),
+  EXPECT_NE(f[0].summary.find("found mlx5_0:1, but loom's IB connection has not run on RDMA hardware yet; "
+                              "set NCCL_NET=IB"),
             std::string::npos)
       << f[0].summary;
-  for (HostFacts& h : hosts) h.fingerprint[1].second = "shm,tcp,ib";
+  // Asked for on every host: IB.
+  for (HostFacts& h : hosts) h.env["NCCL_NET"] = "IB";
   f = CheckTransportPlan(hosts);
   ASSERT_EQ(f.size(), 1u) << Dump(f);
-  EXPECT_EQ(f[0].summary, "h1<->h2: IB (auto: IB on both ends; NCCL_IB_DISABLE, NCCL_IB_HCA)");
-  // NCCL_IB_HCA matching nothing on h2: IB unusable there, named.
+  EXPECT_EQ(f[0].severity, Severity::kPass) << Dump(f);
+  EXPECT_EQ(f[0].summary.rfind("h1<->h2: IB", 0), 0u) << f[0].summary;
+  // NCCL_IB_HCA matching nothing on h2: NCCL_NET=IB cannot be met there.
   hosts[1].env["NCCL_IB_HCA"] = "mlx4";
   f = CheckTransportPlan(hosts);
   ASSERT_EQ(f.size(), 1u) << Dump(f);
-  EXPECT_EQ(f[0].severity, Severity::kWarn);
-  EXPECT_EQ(f[0].host, "h2");
-  // LOOM_REQUIRE_TRANSPORT turns that fallback into the runtime's error.
-  hosts[0].env["LOOM_REQUIRE_TRANSPORT"] = "ib";
+  EXPECT_EQ(f[0].severity, Severity::kFail);
+  EXPECT_NE(f[0].summary.find("h2"), std::string::npos) << f[0].summary;
+  // A build without the IB data path: found ports are unusable even when asked for.
+  hosts[1].env.erase("NCCL_IB_HCA");
+  for (HostFacts& h : hosts) h.fingerprint[1].second = "shm,tcp";
   f = CheckTransportPlan(hosts);
   ASSERT_EQ(f.size(), 1u) << Dump(f);
   EXPECT_EQ(f[0].severity, Severity::kFail);
-  EXPECT_EQ(f[0].host, "h2");
+  EXPECT_NE(f[0].summary.find("this loom build moves data over shm,tcp only"), std::string::npos)
+      << f[0].summary;
 }
 
 TEST(DoctorBandwidth, SlowSecondNicNamedOnItsHost) {

@@ -191,6 +191,13 @@ Result<bool> IbConnection::PostSends() {
   for (SendPosted& s : sends_) {
     Transfer* t = s.t;
     if (!s.header_posted) {
+      // Chunk indices travel in 24 bits of the immediate, the top two values
+      // reserved for headers and credits: refuse what would reach them.
+      if (t->bytes > static_cast<size_t>(kMaxChunks) * slot_bytes) {
+        return InvalidArgument("message of " + std::to_string(t->bytes) + " bytes to " +
+                               Describe() + " needs more than " + std::to_string(kMaxChunks) +
+                               " chunks of " + std::to_string(slot_bytes) + " bytes");
+      }
       if (!CanWrite()) return moved;
       char* stage = staging_.data() + opt_.layout.Offset(staged_++ % opt_.layout.slots);
       const MessageHeader h{t->bytes, t->seq, static_cast<uint8_t>(t->kind), kHeaderMagic, 0};

@@ -27,7 +27,7 @@ struct IbConnectionOptions {
 
 // Protocol, per direction:
 //  - a message is its 16-byte MessageHeader (imm HeaderImm(seq)) then
-//    FrameMessage's chunks of at most slot_bytes (imm EncodeImm(seq, i));
+//    chunks of at most slot_bytes (imm EncodeImm(seq, i), i < kMaxChunks);
 //    each write takes one credit (a slot of the peer's ring, in order);
 //  - sources up to eager_bytes are copied into a registered staging ring;
 //    larger ones are written from the user's buffer, registered through the

@@ -236,7 +236,10 @@ class VerbsWire final : public IbWire {
     return rc == 0 ? Status::Ok() : SystemError("ibv_req_notify_cq", rc);
   }
   Result<MemoryKey> Register(uintptr_t addr, size_t bytes, void** handle) override {
-    ibv_mr* mr = api_.reg_mr(dev_->pd, reinterpret_cast<void*>(addr), bytes, IBV_ACCESS_LOCAL_WRITE);
+    // Only sources of RDMA writes come here (the staging slots and users'
+    // send buffers): local read needs no access flag, and asking for write
+    // would pin read-only mappings (mmapped weights) for writing: EFAULT.
+    ibv_mr* mr = api_.reg_mr(dev_->pd, reinterpret_cast<void*>(addr), bytes, 0);
     if (mr == nullptr) {
       return SystemError("ibv_reg_mr of " + std::to_string(bytes) + " bytes on " +
                              dev_->opt.port.device + " (is `ulimit -l` too low?)",

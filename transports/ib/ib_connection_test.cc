@@ -399,7 +399,7 @@ TEST(IbConnection, ManyMessagesInFlightBeyondTheWindow) {
   for (int i = 0; i < kMsgs; ++i) EXPECT_EQ(dst[i], src[i]) << i;
 }
 
-TEST(IbConnection, LargeSendsRegisterOncePerBufferAndReuseAcrossMessages) {
+TEST(IbConnection, LargeSendRegistrationsAreReusedWhileBusyAndDroppedWhenIdle) {
   Pair p;
   auto big = Pattern(4000, 3);
   std::vector<char> out(4000);

@@ -101,6 +101,11 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpContext::Connect(
     int nsocks = 0;
     std::string via;
   };
+  // Match on what the peer sees of this rank (a single NIC is published
+  // without its prefix), so both ends compute the same pairs; indices still
+  // line up with im.nics.
+  auto published = ParseNicList(FormatNicList(im.nics));
+  if (!published.ok()) return published.status();
   std::map<int, Plan> plan;
   for (int p : peers) {
     Plan& pl = plan[p];
@@ -109,7 +114,7 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpContext::Connect(
       return theirs.status().WithContext("rank " + std::to_string(p) + " (" + hosts[p] + ")");
     }
     pl.theirs = std::move(theirs).value();
-    pl.pairs = p > rank ? MatchNics(im.nics, pl.theirs) : MatchNics(pl.theirs, im.nics);
+    pl.pairs = p > rank ? MatchNics(*published, pl.theirs) : MatchNics(pl.theirs, *published);
     pl.nsocks = std::max(nsocks, static_cast<int>(pl.pairs.size()));
     for (auto [lo, hi] : pl.pairs) {
       pl.via += (pl.via.empty() ? "" : ",") + im.nics[p > rank ? lo : hi].ifname;

@@ -29,7 +29,8 @@ Result<std::vector<TcpNic>> ParseNicList(std::string_view text);
 // over: for each of the lower rank's NICs in order, the first unused NIC of
 // the higher rank on the same IPv4/IPv6 subnet (the shorter prefix of the
 // two). When none match, {(0, 0)}: the first NICs, as with one NIC.
-// Both ends call it with the same (lower, higher) order, so they agree.
+// Both ends call it with the same (lower, higher) order on the published
+// lists (ParseNicList of each end's FormatNicList), so they agree.
 // Pure; thread-safe.
 std::vector<std::pair<int, int>> MatchNics(const std::vector<TcpNic>& lower,
                                            const std::vector<TcpNic>& higher);
