@@ -125,8 +125,8 @@ UcxConnection::~UcxConnection() {
 }
 
 // Stops UCX from touching our buffers before they are freed: posted
-// receives are cancelled, the endpoint closed (FORCE cancels its sends;
-// only allowed with PEER error handling, otherwise a local flush), and the
+// receives are cancelled, the endpoint flushed and closed (FORCE cancels its
+// sends; only allowed with PEER error handling, otherwise a local flush), the
 // worker progressed until every callback ran, for a bounded time. What is
 // still outstanding then is leaked rather than freed under UCX's feet.
 void UcxConnection::Shutdown() {
@@ -134,6 +134,22 @@ void UcxConnection::Shutdown() {
   for (auto* q : {&recv_pieces_, &hello_}) {
     for (auto& pc : *q) {
       if (pc->recv && !pc->finished && pc->request != nullptr) ucp_request_cancel(w, pc->request);
+    }
+  }
+  const auto give_up = std::chrono::steady_clock::now() + kShutdownBudget;
+  if (ep_ != nullptr) {
+    // A send completes here once UCX has buffered it, not once the peer has
+    // it, and the FORCE close below drops what is still queued: flush first
+    // (bounded; a dead peer fails it at once in PEER mode) so that the last
+    // bytes of the last collective reach a peer that is still receiving.
+    ucp_request_param_t fp{};
+    ucs_status_ptr_t f = ucp_ep_flush_nbx(ep_, &fp);
+    if (f != nullptr && !UCS_PTR_IS_ERR(f)) {
+      while (ucp_request_check_status(f) == UCS_INPROGRESS &&
+             std::chrono::steady_clock::now() < give_up) {
+        if (!worker_->Progress()) std::this_thread::yield();
+      }
+      ucp_request_free(f);  // released by UCX when it completes, if it has not
     }
   }
   void* close_req = nullptr;
@@ -154,7 +170,6 @@ void UcxConnection::Shutdown() {
     }
     return false;
   };
-  const auto give_up = std::chrono::steady_clock::now() + kShutdownBudget;
   while (outstanding() && std::chrono::steady_clock::now() < give_up) {
     if (!worker_->Progress()) std::this_thread::yield();
   }
