@@ -66,11 +66,11 @@ def speedup(size, loom_t, loom_bw, anchor_t, anchor_bw):
 
 def gloo_best(gloo, size):
     """The fastest Gloo all-reduce algorithm at `size`: (name, time, busbw)."""
-    cands = [(v[1], v[0], op) for (op, sz), v in gloo.items() if sz == size and op.startswith("allreduce")]
+    cands = [(op, v[0], v[1]) for (op, sz), v in gloo.items() if sz == size and op.startswith("allreduce")]
     if not cands:
         return ("", float("nan"), float("nan"))
-    bw, t, op = max(cands)
-    return (op, t, bw)
+    # At one size the fastest has the least time (busbw is rounded to 3 decimals).
+    return min(cands, key=lambda c: c[1])
 
 
 def main():
