@@ -1,10 +1,13 @@
-// Rendering of `loom topo` output (render.h).
+// Rendering of `loom topo` output (render.h); the algorithm columns are the
+// runtime CostModel's predictions and the choice is SelectAlgo's.
 #include "tools/topo/render.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <iterator>
 #include <vector>
 
 #include "topology/paths.h"
@@ -12,16 +15,17 @@
 namespace loom::tools {
 namespace {
 
-using topology::CostAlgo;
 using topology::Node;
 using topology::NodeKind;
 using topology::Topology;
 
 // Message sizes of the selection table: 8 B to 1 GiB, ×8.
-constexpr double kSizes[] = {8, 64, 512, 4096, 32768, 262144, 2097152, 16777216, 134217728,
-                             1073741824};
+constexpr size_t kSizes[] = {8,      64,      512,      4096,      32768,
+                             262144, 2097152, 16777216, 134217728, 1073741824};
 
-const Node& At(const Topology& t, int i) { return t.nodes[static_cast<size_t>(i)]; }
+const Node& At(const Topology& t, int i) {
+  return t.nodes[static_cast<size_t>(i)];
+}
 
 std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string Format(const char* fmt, ...) {
@@ -44,7 +48,9 @@ std::string HumanBytes(double b) {
 }
 
 // Three decimals keep the JSON short and stable.
-double Round3(double v) { return std::round(v * 1000) / 1000; }
+double Round3(double v) {
+  return std::round(v * 1000) / 1000;
+}
 
 std::string NumaOfLabel(const Topology& t, int i) {
   const int numa = t.NumaOf(i);
@@ -60,7 +66,77 @@ std::string LayerLabel(const Node& n) {
   return "unknown";
 }
 
+// The runtime's model of the job: JobTopology::Uniform is what a
+// communicator of this shape would fuse from its ranks' records.
+CostModel ModelOf(const JobSpec& job) {
+  return CostModel(topology::JobTopology::Uniform(job.hosts, job.ranks_per_host, job.links.intra,
+                                                  job.links.inter));
+}
+
+// "ring", or "ring (tune)" when LOOM_TUNE named it, "ring (fallback)" when
+// NCCL_ALGO allowed nothing that runs in this job.
+std::string ChoiceLabel(const Choice& c) {
+  std::string s = ShortAlgoName(c.algo);
+  if (c.source == Choice::Source::kTune) s += " (tune)";
+  if (c.source == Choice::Source::kFallback) s += " (fallback)";
+  return s;
+}
+
+const char* SourceName(Choice::Source source) {
+  switch (source) {
+    case Choice::Source::kModel:
+      return "model";
+    case Choice::Source::kTune:
+      return "tune";
+    case Choice::Source::kFallback:
+      return "fallback";
+  }
+  return "?";
+}
+
+// The knobs in effect, for the header line: "" when neither is set.
+std::string KnobsNote(const JobSpec& job) {
+  std::string s;
+  if (!job.nccl_algo.empty()) s += " NCCL_ALGO=" + job.nccl_algo;
+  if (!job.loom_tune.empty()) s += " LOOM_TUNE=" + job.loom_tune;
+  return s.empty() ? s : " with" + s;
+}
+
 }  // namespace
+
+Result<JobSpec> MakeJobSpec(const Topology& t, int hosts, int ranks_per_host,
+                            std::string_view nccl_algo, std::string_view loom_tune) {
+  JobSpec job;
+  job.hosts = std::max(hosts, 1);
+  const int gpus = static_cast<int>(t.OfKind(NodeKind::kGpu).size());
+  job.ranks_per_host = ranks_per_host > 0 ? ranks_per_host : std::max(gpus, 1);
+  job.links = topology::LinkCostsFor(t, job.ranks_per_host);
+  LOOM_ASSIGN_OR_RETURN(job.filter, AlgoFilter::Parse(nccl_algo));
+  LOOM_ASSIGN_OR_RETURN(job.tune, TuneTable::Parse(loom_tune));
+  job.nccl_algo = std::string(nccl_algo);
+  job.loom_tune = std::string(loom_tune);
+  return job;
+}
+
+std::string ShortAlgoName(Algo algo) {
+  switch (algo) {
+    case Algo::kRing:
+      return "ring";
+    case Algo::kTree:
+      return "tree";
+    case Algo::kRecursiveDoubling:
+      return "recdoubling";
+    case Algo::kDirect:
+      return "direct";
+    case Algo::kHierarchical:
+      return "hierarchical";
+    default:
+      break;
+  }
+  std::string s = AlgoName(algo);
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
 
 std::vector<int> MatrixDevices(const Topology& t) {
   std::vector<int> out = t.OfKind(NodeKind::kGpu);
@@ -75,8 +151,7 @@ std::string CellLabel(const Topology& t, int a, int b) {
   return std::string(topology::Name(p.type));
 }
 
-std::string RenderText(const Topology& t, const std::string& source,
-                       const topology::JobShape& job) {
+std::string RenderText(const Topology& t, const std::string& source, const JobSpec& job) {
   std::string out = "host " + t.hostname + " (" + source + ")\n\n";
   const std::vector<int> devs = MatrixDevices(t);
   size_t width = 5;
@@ -92,7 +167,8 @@ std::string RenderText(const Topology& t, const std::string& source,
       out += Format("%-*s", w, At(t, a).id.c_str());
       for (int b : devs) out += Format("%-*s", w, CellLabel(t, a, b).c_str());
       const int numa = t.NumaOf(a);
-      out += Format("%-6s%s\n", NumaOfLabel(t, a).c_str(), numa < 0 ? "" : At(t, numa).cpuset.c_str());
+      out +=
+          Format("%-6s%s\n", NumaOfLabel(t, a).c_str(), numa < 0 ? "" : At(t, numa).cpuset.c_str());
     }
     out +=
         "\nLegend: X = self; NV# = NVLink with # lanes (directly or via NVSwitch); NVB = NVLink\n"
@@ -109,28 +185,53 @@ std::string RenderText(const Topology& t, const std::string& source,
                   LayerLabel(nic).c_str(),
                   nic.rate_gbps > 0 ? Format("%gGb/s", nic.rate_gbps).c_str() : "?Gb/s", nic.port,
                   nic.netdev.empty() ? "-" : nic.netdev.c_str(), nic.up ? "up" : "down",
-                  NumaOfLabel(t, n).c_str(), nic.bus_id.empty() ? "(no PCI address)" : nic.bus_id.c_str(),
+                  NumaOfLabel(t, n).c_str(),
+                  nic.bus_id.empty() ? "(no PCI address)" : nic.bus_id.c_str(),
                   nic.mtu > 0 ? Format("mtu %d", nic.mtu).c_str() : "");
   }
 
+  const topology::HostLinkCosts& l = job.links;
   out += Format(
       "\nAll-reduce on %d host(s) x %d rank(s): intra %.1f GB/s %.1f us, network %.1f GB/s per "
-      "host %.1f us\n",
-      job.hosts, job.ranks_per_host, job.intra_gbs, job.intra_lat_us, job.host_net_gbs,
-      job.inter_lat_us);
-  out += Format("  %-10s %-13s", "size", "choice");
-  for (CostAlgo a : topology::kAllCostAlgos) out += Format("%14s", std::string(Name(a)).c_str());
+      "host %.1f us%s\n",
+      job.hosts, job.ranks_per_host, l.intra.bandwidth_gbs, l.intra.latency_us,
+      l.inter.bandwidth_gbs, l.inter.latency_us, KnobsNote(job).c_str());
+  const CostModel model = ModelOf(job);
+  const auto algos = CandidateAlgos(OpKind::kAllReduce);
+  std::vector<Choice> choices;
+  size_t choice_width = 13;
+  for (size_t s : kSizes) {
+    choices.push_back(SelectAlgo(OpKind::kAllReduce, s, model, job.filter, job.tune));
+    choice_width = std::max(choice_width, ChoiceLabel(choices.back()).size() + 1);
+  }
+  const int cw = static_cast<int>(choice_width);
+  out += Format("  %-10s %-*s", "size", cw, "choice");
+  for (Algo a : algos) out += Format("%14s", ShortAlgoName(a).c_str());
   out += "   (us)\n";
-  for (double s : kSizes) {
-    const auto ranked = topology::RankAllReduce(s, job);
-    out += Format("  %-10s %-13s", HumanBytes(s).c_str(), std::string(Name(ranked.front().algo)).c_str());
-    for (CostAlgo a : topology::kAllCostAlgos) out += Format("%14.1f", AllReduceUs(a, s, job));
+  for (size_t i = 0; i < std::size(kSizes); ++i) {
+    out += Format("  %-10s %-*s", HumanBytes(static_cast<double>(kSizes[i])).c_str(), cw,
+                  ChoiceLabel(choices[i]).c_str());
+    for (Algo a : algos) {
+      const double us = model.PredictUs(OpKind::kAllReduce, a, kSizes[i]);
+      out += std::isinf(us) ? Format("%14s", "n/a") : Format("%14.1f", us);
+    }
     out += "\n";
   }
+  // Why the n/a columns are n/a, in the TUNING log's words.
+  std::string unavailable;
+  if (!model.hierarchical_unavailable().empty() && model.nranks() > 1) {
+    unavailable = "hierarchical (" + model.hierarchical_unavailable() + ")";
+  }
+  if (std::isinf(model.PredictUs(OpKind::kAllReduce, Algo::kDirect, 1))) {
+    unavailable += std::string(unavailable.empty() ? "" : ", ") +
+                   "direct (needs single-copy reads within one host; a topology cannot show them)";
+  }
+  if (!unavailable.empty()) out += "  n/a: " + unavailable + "\n";
+  if (model.nranks() <= 1) out += "  one rank: nothing to exchange, every estimate is 0\n";
   return out;
 }
 
-json::Value RenderJson(const Topology& t, const topology::JobShape& job) {
+json::Value RenderJson(const Topology& t, const JobSpec& job) {
   json::Value::Object root;
   root.emplace_back("schema", "loom-topo/1");
   root.emplace_back("hostname", t.hostname);
@@ -182,20 +283,28 @@ json::Value RenderJson(const Topology& t, const topology::JobShape& job) {
     o.emplace_back("bus_id", nic.bus_id);
     nics.emplace_back(std::move(o));
   }
+  const topology::HostLinkCosts& l = job.links;
   json::Value::Object shape;
   shape.emplace_back("hosts", job.hosts);
   shape.emplace_back("ranks_per_host", job.ranks_per_host);
-  shape.emplace_back("intra_gbs", Round3(job.intra_gbs));
-  shape.emplace_back("intra_lat_us", job.intra_lat_us);
-  shape.emplace_back("host_net_gbs", Round3(job.host_net_gbs));
-  shape.emplace_back("inter_lat_us", job.inter_lat_us);
+  shape.emplace_back("intra_gbs", Round3(l.intra.bandwidth_gbs));
+  shape.emplace_back("intra_lat_us", l.intra.latency_us);
+  shape.emplace_back("host_net_gbs", Round3(l.inter.bandwidth_gbs));
+  shape.emplace_back("inter_lat_us", l.inter.latency_us);
+  shape.emplace_back("nccl_algo", job.nccl_algo);
+  shape.emplace_back("loom_tune", job.loom_tune);
+  const CostModel model = ModelOf(job);
   json::Value::Array selection;
-  for (double s : kSizes) {
+  for (size_t s : kSizes) {
+    const Choice c = SelectAlgo(OpKind::kAllReduce, s, model, job.filter, job.tune);
     json::Value::Object row;
-    row.emplace_back("bytes", s);
-    row.emplace_back("algo", std::string(Name(topology::RankAllReduce(s, job).front().algo)));
-    for (CostAlgo a : topology::kAllCostAlgos)
-      row.emplace_back(std::string(Name(a)) + "_us", Round3(AllReduceUs(a, s, job)));
+    row.emplace_back("bytes", static_cast<double>(s));
+    row.emplace_back("algo", ShortAlgoName(c.algo));
+    row.emplace_back("source", SourceName(c.source));
+    for (Algo a : CandidateAlgos(OpKind::kAllReduce)) {
+      const double us = model.PredictUs(OpKind::kAllReduce, a, s);
+      row.emplace_back(ShortAlgoName(a) + "_us", std::isinf(us) ? json::Value() : Round3(us));
+    }
     selection.emplace_back(std::move(row));
   }
   root.emplace_back("devices", std::move(names));
@@ -213,10 +322,13 @@ std::string RenderDot(const Topology& t) {
   for (size_t i = 0; i < t.nodes.size(); ++i) {
     const Node& n = t.nodes[i];
     std::string label = n.id;
-    if (n.kind == NodeKind::kNic && n.rate_gbps > 0) label += Format("\\n%s %gGb/s", LayerLabel(n).c_str(), n.rate_gbps);
+    if (n.kind == NodeKind::kNic && n.rate_gbps > 0)
+      label += Format("\\n%s %gGb/s", LayerLabel(n).c_str(), n.rate_gbps);
     if (n.kind == NodeKind::kGpu && !n.model.empty()) label += "\\n" + n.model;
-    const char* shape = n.kind == NodeKind::kGpu ? "box3d" : n.kind == NodeKind::kNic ? "cds"
-                        : n.kind == NodeKind::kNvSwitch ? "hexagon" : "box";
+    const char* shape = n.kind == NodeKind::kGpu        ? "box3d"
+                        : n.kind == NodeKind::kNic      ? "cds"
+                        : n.kind == NodeKind::kNvSwitch ? "hexagon"
+                                                        : "box";
     out += Format("  \"%s\" [label=\"%s\", shape=%s];\n", n.id.c_str(), label.c_str(), shape);
   }
   for (size_t i = 1; i < t.nodes.size(); ++i) {
@@ -234,24 +346,37 @@ std::string RenderDot(const Topology& t) {
   return out + "}\n";
 }
 
-std::string RenderSimulation(const Topology& host, int ranks_per_host) {
-  const int p = std::max(ranks_per_host, 1);
-  std::string out = Format("All-reduce cost model, %d ranks per host like %s\n", p, host.hostname.c_str());
+std::string RenderSimulation(const Topology& host, const JobSpec& job) {
+  const int p = std::max(job.ranks_per_host, 1);
+  std::string out = Format("All-reduce as the runtime selects it, %d ranks per host like %s%s\n", p,
+                           host.hostname.c_str(), KnobsNote(job).c_str());
   out += Format("%7s %6s  %-12s %-12s %-12s %-12s  %s\n", "ranks", "hosts", "8 B", "64 KiB",
                 "16 MiB", "1 GiB", "tree beats ring up to");
+  int last_hosts = 0;
   for (int ranks = 8; ranks <= 4096; ranks *= 2) {
     const int hosts = std::max(ranks / p, 1);
-    const topology::JobShape job = topology::ShapeFor(host, hosts, p);
+    if (hosts == last_hosts) continue;  // more ranks per host than this row has ranks
+    last_hosts = hosts;
+    JobSpec row = job;
+    row.hosts = hosts;
+    const CostModel model = ModelOf(row);
     std::string cells;
-    for (double s : {8.0, 65536.0, 16777216.0, 1073741824.0})
-      cells += Format("%-13s", std::string(Name(topology::RankAllReduce(s, job).front().algo)).c_str());
-    // The largest power-of-two size at which tree is still cheaper than ring.
-    double cross = 0;
-    for (double s = 1; s <= 1099511627776.0; s *= 2) {
-      if (AllReduceUs(CostAlgo::kTree, s, job) < AllReduceUs(CostAlgo::kRing, s, job)) cross = s;
+    for (size_t s : {size_t{8}, size_t{65536}, size_t{16777216}, size_t{1073741824}}) {
+      cells += Format(
+          "%-13s",
+          ChoiceLabel(SelectAlgo(OpKind::kAllReduce, s, model, job.filter, job.tune)).c_str());
     }
-    out += Format("%7d %6d  %s %s\n", job.ranks(), hosts, cells.c_str(),
-                  cross > 0 ? HumanBytes(cross).c_str() : "never");
+    // The largest power-of-two size at which the tree is still cheaper than
+    // the ring (estimates only: the knobs do not change where they cross).
+    size_t cross = 0;
+    for (size_t s = 1; s <= (size_t{1} << 40); s *= 2) {
+      if (model.PredictUs(OpKind::kAllReduce, Algo::kTree, s) <
+          model.PredictUs(OpKind::kAllReduce, Algo::kRing, s)) {
+        cross = s;
+      }
+    }
+    out += Format("%7d %6d  %s %s\n", hosts * p, hosts, cells.c_str(),
+                  cross > 0 ? HumanBytes(static_cast<double>(cross)).c_str() : "never");
   }
   return out;
 }

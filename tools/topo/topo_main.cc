@@ -1,10 +1,12 @@
 // `loom topo`: prints the detected or loaded host topology, its path
-// matrix, NICs and the all-reduce algorithm per size for a job shape.
+// matrix, NICs and the all-reduce algorithm per size that a communicator of
+// the given job shape would select (NCCL_ALGO and LOOM_TUNE applied).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
 
+#include "comm/base/params.h"
 #include "tools/commands.h"
 #include "tools/topo/render.h"
 #include "topology/discover.h"
@@ -25,7 +27,9 @@ constexpr const char* kUsage =
     "  --json               the report as JSON (schema loom-topo/1, docs/TOPOLOGY.md)\n"
     "  --dot                Graphviz of nodes and links\n"
     "  --dump               the topology itself, as a loom topology file\n"
-    "  --simulate           algorithm choice and ring/tree crossover for 8..4096 ranks\n";
+    "  --simulate           algorithm choice and ring/tree crossover for 8..4096 ranks\n"
+    "\n"
+    "The algorithm table is the runtime selector's, with NCCL_ALGO and LOOM_TUNE applied.\n";
 
 bool ParsePositive(const char* s, int* out) {
   char* end = nullptr;
@@ -57,7 +61,8 @@ int TopoMain(int argc, char** argv) {
       }
     } else if (a == "--ranks-per-host" && has_value) {
       if (!ParsePositive(argv[++i], &ranks_per_host)) {
-        std::fprintf(stderr, "loom topo: --ranks-per-host needs a positive integer, not '%s'\n", argv[i]);
+        std::fprintf(stderr, "loom topo: --ranks-per-host needs a positive integer, not '%s'\n",
+                     argv[i]);
         return 2;
       }
     } else if (a == "--json" || a == "--dot" || a == "--dump" || a == "--simulate") {
@@ -68,7 +73,8 @@ int TopoMain(int argc, char** argv) {
     }
   }
 
-  Result<topology::Topology> t = file.empty() ? topology::LocalTopology() : topology::LoadTopologyFile(file);
+  Result<topology::Topology> t =
+      file.empty() ? topology::LocalTopology() : topology::LoadTopologyFile(file);
   if (!t.ok()) {
     std::fprintf(stderr, "loom topo: %s\n", t.status().ToString().c_str());
     return 1;
@@ -77,21 +83,24 @@ int TopoMain(int argc, char** argv) {
                              : !params::kTopoFile.Lookup().value.empty()
                                  ? params::kTopoFile.Lookup().source
                                  : "detected";
-  if (ranks_per_host == 0) {
-    ranks_per_host = std::max<int>(1, static_cast<int>(t->OfKind(topology::NodeKind::kGpu).size()));
+  // The same knobs, parsed the same way, as Communicator setup.
+  Result<JobSpec> job =
+      MakeJobSpec(*t, hosts, ranks_per_host, params::kAlgo.Get(), params::kTune.Get());
+  if (!job.ok()) {
+    std::fprintf(stderr, "loom topo: %s\n", job.status().ToString().c_str());
+    return 1;
   }
-  const topology::JobShape job = topology::ShapeFor(*t, hosts, ranks_per_host);
   std::string out;
   if (mode == "json") {
-    out = json::Dump(RenderJson(*t, job));
+    out = json::Dump(RenderJson(*t, *job));
   } else if (mode == "dot") {
     out = RenderDot(*t);
   } else if (mode == "dump") {
     out = topology::DumpTopologyJson(*t);
   } else if (mode == "simulate") {
-    out = RenderSimulation(*t, ranks_per_host);
+    out = RenderSimulation(*t, *job);
   } else {
-    out = RenderText(*t, source, job);
+    out = RenderText(*t, source, *job);
   }
   std::fputs(out.c_str(), stdout);
   return 0;
