@@ -445,11 +445,13 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     }
     for (size_t i = 0; i < ib_peers.size(); ++i) conns[ib_peers[i]] = std::move(ib_conns[i]);
   }
+  size_t ranks_here = 1;
   {
     // Every rank fuses the same records, so every rank picks the same
     // algorithm for the same call (a mismatch would deadlock).
     LOOM_ASSIGN_OR_RETURN(const topology::JobTopology job,
                           FuseJob(peers, transports, job_single_copy));
+    ranks_here = job.host_ranks[job.host_of_rank[rank]].size();
     impl->cost_ = CostModel(job);
     if (job.ranks_per_host() > 0) impl->hier_ = MakeHierGroups(job, rank);
     LOOM_INFO(log::kInit | log::kTuning, "%s: job %s", who.c_str(), job.Describe().c_str());
@@ -465,6 +467,15 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   Engine::Options eo;
   eo.rank = rank;
   eo.spin_us = static_cast<int>(params::kSpinUs.Get());
+  // More ranks here than cores: a spinning rank holds a core its peer needs
+  // to make the progress it waits for, so spin by yielding (as Open MPI does
+  // when oversubscribed).
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  eo.yield_in_spin = cores > 0 && ranks_here > static_cast<size_t>(cores);
+  if (eo.yield_in_spin) {
+    LOOM_INFO(log::kInit, "%s: %zu ranks on this host share %ld cores: waits yield while spinning",
+              who.c_str(), ranks_here, cores);
+  }
   eo.doorbell = doorbell;
   eo.abort = &impl->abort_;
   eo.abort_status = [raw] {

@@ -2,6 +2,7 @@
 #include "transports/engine.h"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -135,7 +136,11 @@ Status Engine::Run(std::span<Transfer> transfers, Deadline deadline) {
     iter = 0;
     auto now = std::chrono::steady_clock::now();
     if (now - last_progress < spin) {
-      CpuRelax();
+      if (options_.yield_in_spin) {
+        sched_yield();
+      } else {
+        CpuRelax();
+      }
       continue;
     }
     if (deadline.expired()) {

@@ -28,6 +28,7 @@ class Engine {
   struct Options {
     int rank = 0;
     int spin_us = 50;            // poll this long after the last progress before sleeping
+    bool yield_in_spin = false;  // sched_yield between polls (more ranks than cores)
     Doorbell* doorbell = nullptr;  // this rank's doorbell (shared memory), if any shm peer
     const std::atomic<bool>* abort = nullptr;
     // Turns an abort into the Status to return (e.g. the async error that caused it).
