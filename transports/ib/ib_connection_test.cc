@@ -227,7 +227,8 @@ class FakeWire : public IbWire {
     EXPECT_LE(w.remote_offset + w.bytes, peer->ring_.size()) << "write past the peer's ring";
     EXPECT_FALSE(peer->recvs_.empty()) << "no receive posted for an immediate (RNR)";
     if (peer->recvs_.empty()) return InternalError("RNR");
-    std::memcpy(peer->ring_.data() + w.remote_offset, w.local, w.bytes);
+    // Credit returns carry no bytes (and no local buffer).
+    if (w.bytes > 0) std::memcpy(peer->ring_.data() + w.remote_offset, w.local, w.bytes);
     peer->Push(WireCompletion{peer->recvs_.front(), WireCompletion::Op::kRecv, 0, 0, w.imm,
                               static_cast<uint32_t>(w.bytes)});
     peer->recvs_.pop_front();
