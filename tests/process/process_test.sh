@@ -74,8 +74,16 @@ ipv6)
   ;;
 attach_stopped_rank)
   # A job whose rank 1 is stopped: `loom doctor --attach` must name rank 1.
-  port=$((30000 + $$ % 20000))
-  LOOM_STATUS_PORT=$port LOOM_TIMEOUT_MS=60000 "$LOOM" run -np 3 -- "$FAULT" kill -1 0 >"$tmp/job" 2>&1 &
+  # Ports below the kernel's ephemeral range (32768+), so no other test's
+  # connection can hold one, and free right now for all three ranks.
+  port=""
+  for _ in $(seq 100); do
+    p=$((20000 + RANDOM % 12000))
+    [ -z "$(ss -Htln "( sport >= :$p and sport <= :$((p + 2)) )" 2>/dev/null)" ] && { port=$p; break; }
+  done
+  [ -n "$port" ] || fail "no free status ports"
+  NCCL_DEBUG=WARN LOOM_STATUS_PORT=$port LOOM_TIMEOUT_MS=60000 \
+    "$LOOM" run -np 3 -- "$FAULT" kill -1 0 >"$tmp/job" 2>&1 &
   job=$!
   victim=""
   for _ in $(seq 50); do
