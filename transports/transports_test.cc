@@ -2,6 +2,9 @@
 // messages of awkward sizes, reduce on receive, honour gates, and report a
 // mismatched message or a vanished peer by name.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <cstring>
@@ -304,6 +307,41 @@ TEST(TcpTransport, ClosedPeerIsARemoteErrorNamingIt) {
   Status s = p->engine[1]->Run({&t, 1}, Deadline::After(std::chrono::seconds(5)));
   EXPECT_EQ(s.code(), Code::kRemoteError) << s.ToString();
   EXPECT_NE(s.message().find("rank 0"), std::string::npos) << s.message();
+}
+
+// A connection on loopback is recognised as staying on the host; a socket
+// that is not TCP/IP, or not connected, is not.
+TEST(TcpTransport, LoopbackStaysOnHost) {
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(lfd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(lfd, 1), 0);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  int c = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(c, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  int s = accept(lfd, nullptr, nullptr);
+  ASSERT_GE(s, 0);
+  EXPECT_TRUE(TcpConnection::StaysOnHost(c));
+  EXPECT_TRUE(TcpConnection::StaysOnHost(s));
+  EXPECT_FALSE(TcpConnection::StaysOnHost(lfd));  // listening: no peer
+  int unix_pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, unix_pair), 0);
+  EXPECT_FALSE(TcpConnection::StaysOnHost(unix_pair[0]));
+  // The connection shrinks the send buffer of such a socket (the kernel
+  // doubles the request), and leaves it at most that size.
+  int sndbuf = 0;
+  socklen_t sl = sizeof(sndbuf);
+  {
+    TcpConnection conn(1, "here", "NET/Socket/lo", {c});
+    ASSERT_EQ(getsockopt(c, SOL_SOCKET, SO_SNDBUF, &sndbuf, &sl), 0);
+    EXPECT_LE(sndbuf, 2 * (128 << 10));
+    EXPECT_GT(sndbuf, 64 << 10);
+  }  // closes c
+  for (int fd : {s, lfd, unix_pair[0], unix_pair[1]}) close(fd);
 }
 
 TEST(ShmTransport, NoSegmentIsLeftInDevShm) {

@@ -34,6 +34,9 @@ class TcpConnection final : public Connection {
   // of socket s's share.
   static size_t Share(size_t bytes, int s, int nsocks);
   static size_t MessageOffset(size_t local, int s, int nsocks);
+  // Whether connected socket `fd` never leaves this host (its peer address
+  // is its own, or loopback): such sockets get a small send buffer.
+  static bool StaysOnHost(int fd);
 
  private:
   struct Posted {
