@@ -3,9 +3,11 @@
 # prints busbw ratios with medians over repeats, plus the memcpy limit
 # measured in the same run. Needs the anchor packages:
 #   apt-get install -y openmpi-bin libopenmpi-dev libgloo-dev
-# usage: perf/compare.sh [-r REPEAT] [-n NP] [-t shm|tcp] [-o ops] [-b MIN] [-e MAX] [-f F] [--gloo] [--rt] [--out DIR]
+# usage: perf/compare.sh [-r REPEAT] [-n NP] [-t shm|tcp] [-o ops] [-b MIN] [-e MAX] [-f F] [--gloo] [--rt] [--register] [--out DIR]
 #   --rt: run loom and every anchor alike under chrt -f 1 (root), so that
 #         background load (builds, other jobs) cannot preempt either side
+#   --register: loom's buffers in shareable memory (loom perf -R 1); the
+#         anchors keep plain malloc'd buffers (they have no equivalent here)
 #   ops: comma list of allreduce,reduce_scatter,allgather (default all three)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,7 +15,7 @@ root=$(cd "$here/.." && pwd)
 ANCHORS=${ANCHORS:-$root/perf/anchors}  # builds shared/anchors' MPI harness + our Gloo fix
 BUILD=${BUILD:-$root/build}
 REPEAT=3 NP=2 TRANSPORT=shm OPS=allreduce,reduce_scatter,allgather MINB=8 MAXB=256M FACTOR=8
-GLOO=0 OUT="" RT=()
+GLOO=0 OUT="" RT=() LOOM_REG=()
 GLOO_ALGOS=allreduce,allreduce_ring,allreduce_ring_chunked,allreduce_hd,allreduce_bcube
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -21,7 +23,8 @@ while [[ $# -gt 0 ]]; do
     -o) OPS=$2; shift 2 ;;     -b) MINB=$2; shift 2 ;; -e) MAXB=$2; shift 2 ;;
     -f) FACTOR=$2; shift 2 ;;  --gloo) GLOO=1; shift ;; --out) OUT=$2; shift 2 ;;
     --rt) RT=(chrt -f 1); shift ;;
-    -h|--help) sed -n 2,11p "$0"; exit 0 ;;
+    --register) LOOM_REG=(-R 1); shift ;;
+    -h|--help) sed -n 2,13p "$0"; exit 0 ;;
     *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -50,7 +53,7 @@ for ((r = 1; r <= REPEAT; r++)); do
     "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/mpi_coll_perf" -b "$MINB" -e "$MAXB" -f "$FACTOR" -o "$op" \
       > "$OUT/mpi.$op.r$r.txt" 2>&1
     "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" -- "$LOOM" perf "$(loom_op "$op")" -b "$MINB" -e "$MAXB" \
-      -f "$FACTOR" -w 5 -n 20 --fixed-buffers > "$OUT/loom.$op.r$r.txt" 2>&1
+      -f "$FACTOR" -w 5 -n 20 --fixed-buffers "${LOOM_REG[@]}" > "$OUT/loom.$op.r$r.txt" 2>&1
     if [[ $GLOO == 1 && $op == allreduce ]]; then
       # Every Gloo all-reduce algorithm: the report takes the best per size.
       BIN=$OUT/anchors/gloo_coll_perf "${RT[@]}" "$ANCHORS/run_gloo.sh" "$NP" \

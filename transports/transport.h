@@ -15,6 +15,7 @@
 
 #include "comm/base/status.h"
 #include "loom/types.hpp"
+#include "transports/shm/shared_memory.h"
 
 namespace loom {
 
@@ -128,6 +129,16 @@ class Connection {
   virtual Status ReadPeer(void* dst, uint64_t remote, size_t bytes) {
     (void)dst, (void)remote, (void)bytes;
     return InvalidUsage(Describe() + " cannot read peer memory directly");
+  }
+  // Optional, zero-copy: a local read-only address for `bytes` at `remote`
+  // in the peer, or null when there is none (then use ReadPeer). There is
+  // one when the peer is this process, or when `where` says the bytes are
+  // in the peer's shareable memory (AllocShared) and it could be mapped.
+  // The view stays valid until the connection is destroyed or has mapped
+  // many other allocations; use it within the operation. Thread-compatible.
+  virtual const void* PeerView(uint64_t remote, size_t bytes, const SharedRef& where) {
+    (void)remote, (void)bytes, (void)where;
+    return nullptr;
   }
 };
 

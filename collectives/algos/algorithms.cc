@@ -302,20 +302,26 @@ Status SendRecv(Engine& e, const CollArgs& a, Deadline deadline) {
 }
 
 // ---- Single-copy algorithms for ranks of one host ----------------------
-// Peers' buffers are read directly (Connection::ReadPeer); the FIFOs carry
-// only buffer addresses and empty "done" messages.
+// Peers' buffers are read directly: with plain loads through a mapping when
+// they are in shareable memory (ncclMemAlloc), else with a cross-memory read
+// (Connection::ReadPeer). The FIFOs carry only where the buffers are and
+// empty "done" messages.
 
 struct PeerBuffers {
   uint64_t send;
   uint64_t recv;
+  SharedRef send_ref;
+  SharedRef recv_ref;
 };
 
-// Every rank tells every peer where its buffers are.
-Status ExchangeAddresses(Engine& e, int r, const CollArgs& a, std::vector<PeerBuffers>* out,
-                         Deadline deadline) {
+// Every rank tells every peer where its buffers (of send_bytes and
+// recv_bytes) are.
+Status ExchangeAddresses(Engine& e, int r, const CollArgs& a, size_t send_bytes,
+                         size_t recv_bytes, std::vector<PeerBuffers>* out, Deadline deadline) {
   const int n = e.size();
   out->assign(n, PeerBuffers{});
-  PeerBuffers mine{reinterpret_cast<uint64_t>(a.send), reinterpret_cast<uint64_t>(a.recv)};
+  PeerBuffers mine{reinterpret_cast<uint64_t>(a.send), reinterpret_cast<uint64_t>(a.recv),
+                   FindShared(a.send, send_bytes), FindShared(a.recv, recv_bytes)};
   (*out)[r] = mine;
   Plan plan(a, 2 * n);
   for (int p = 0; p < n; ++p) {
@@ -336,6 +342,17 @@ Status SyncWith(Engine& e, int r, const CollArgs& a, const std::vector<int>& pee
     plan.Recv(p, nullptr, 0);
   }
   return plan.Run(e, deadline);
+}
+
+// dst = `bytes` at `remote` in peer p's memory.
+Status CopyFromPeer(Engine& e, int p, void* dst, uint64_t remote, const SharedRef& where,
+                    size_t bytes) {
+  Connection* c = e.connection(p);
+  if (const void* view = c->PeerView(remote, bytes, where)) {
+    std::memcpy(dst, view, bytes);
+    return Status::Ok();
+  }
+  return c->ReadPeer(dst, remote, bytes);
 }
 
 std::vector<int> AllRanks(int n) {
@@ -359,8 +376,13 @@ Status ReduceFromPeers(Engine& e, int r, const CollArgs& a, const std::vector<Pe
     const char* acc = At(a.send, off + c, es);
     for (int p = 0; p < e.size(); ++p) {
       if (p == r) continue;
-      LOOM_TRY(e.connection(p)->ReadPeer(tmp, bufs[p].send + (off + c) * es, len * es));
-      ReduceInto(dst, acc, tmp, len, a.type, op);
+      const uint64_t remote = bufs[p].send + (off + c) * es;
+      const void* in = e.connection(p)->PeerView(remote, len * es, bufs[p].send_ref);
+      if (in == nullptr) {
+        LOOM_TRY(e.connection(p)->ReadPeer(tmp, remote, len * es));
+        in = tmp;
+      }
+      ReduceInto(dst, acc, in, len, a.type, op);
       acc = dst;
     }
   }
@@ -371,7 +393,7 @@ Status DirectAllReduce(Engine& e, int r, const CollArgs& a, Scratch& scratch, De
   const int n = e.size();
   const size_t es = SizeOf(a.type);
   std::vector<PeerBuffers> bufs;
-  LOOM_TRY(ExchangeAddresses(e, r, a, &bufs, deadline));
+  LOOM_TRY(ExchangeAddresses(e, r, a, a.count * es, a.count * es, &bufs, deadline));
   // 1. Reduce my block from everyone's send buffer (into my recv).
   const Range mine = BlockRange(a.count, n, r, 64 / es);
   LOOM_TRY(ReduceFromPeers(e, r, a, bufs, mine.offset, mine.count, At(a.recv, mine.offset, es), scratch));
@@ -382,8 +404,8 @@ Status DirectAllReduce(Engine& e, int r, const CollArgs& a, Scratch& scratch, De
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
     const Range b = BlockRange(a.count, n, p, 64 / es);
-    LOOM_TRY(e.connection(p)->ReadPeer(At(a.recv, b.offset, es), bufs[p].recv + b.offset * es,
-                                       b.count * es));
+    LOOM_TRY(CopyFromPeer(e, p, At(a.recv, b.offset, es), bufs[p].recv + b.offset * es,
+                          bufs[p].recv_ref, b.count * es));
   }
   // 3. Nobody returns (and lets its buffers change) while others still read.
   return SyncWith(e, r, a, all, deadline);
@@ -391,8 +413,9 @@ Status DirectAllReduce(Engine& e, int r, const CollArgs& a, Scratch& scratch, De
 
 Status DirectReduceScatter(Engine& e, int r, const CollArgs& a, Scratch& scratch,
                            Deadline deadline) {
+  const size_t es = SizeOf(a.type);
   std::vector<PeerBuffers> bufs;
-  LOOM_TRY(ExchangeAddresses(e, r, a, &bufs, deadline));
+  LOOM_TRY(ExchangeAddresses(e, r, a, e.size() * a.count * es, a.count * es, &bufs, deadline));
   LOOM_TRY(ReduceFromPeers(e, r, a, bufs, static_cast<size_t>(r) * a.count, a.count, a.recv, scratch));
   if (a.op == RedOp::kAvg) ScaleForAvg(a.recv, a.count, a.type, e.size());
   return SyncWith(e, r, a, AllRanks(e.size()), deadline);
@@ -402,12 +425,12 @@ Status DirectAllGather(Engine& e, int r, const CollArgs& a, Deadline deadline) {
   const int n = e.size();
   const size_t bb = a.count * SizeOf(a.type);
   std::vector<PeerBuffers> bufs;
-  LOOM_TRY(ExchangeAddresses(e, r, a, &bufs, deadline));
+  LOOM_TRY(ExchangeAddresses(e, r, a, bb, n * bb, &bufs, deadline));
   char* recv = static_cast<char*>(a.recv);
   CopyIfDistinct(recv + r * bb, a.send, bb);
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
-    LOOM_TRY(e.connection(p)->ReadPeer(recv + p * bb, bufs[p].send, bb));
+    LOOM_TRY(CopyFromPeer(e, p, recv + p * bb, bufs[p].send, bufs[p].send_ref, bb));
   }
   return SyncWith(e, r, a, AllRanks(n), deadline);
 }
@@ -418,19 +441,19 @@ Status DirectBroadcast(Engine& e, int r, const CollArgs& a, Deadline deadline) {
   const size_t bytes = a.count * SizeOf(a.type);
   if (r == a.root) {
     CopyIfDistinct(a.recv, a.send, bytes);
-    uint64_t addr = reinterpret_cast<uint64_t>(a.send);
+    PeerBuffers mine{reinterpret_cast<uint64_t>(a.send), 0, FindShared(a.send, bytes), {}};
     Plan plan(a, 2 * n);
     for (int p = 0; p < n; ++p) {
-      if (p != r) plan.Send(p, &addr, sizeof(addr));
+      if (p != r) plan.Send(p, &mine, sizeof(mine));
     }
     LOOM_TRY(plan.Run(e, deadline));
     return SyncWith(e, r, a, AllRanks(n), deadline);
   }
-  uint64_t addr = 0;
+  PeerBuffers root{};
   Plan plan(a, 1);
-  plan.Recv(a.root, &addr, sizeof(addr));
+  plan.Recv(a.root, &root, sizeof(root));
   LOOM_TRY(plan.Run(e, deadline));
-  LOOM_TRY(e.connection(a.root)->ReadPeer(a.recv, addr, bytes));
+  LOOM_TRY(CopyFromPeer(e, a.root, a.recv, root.send, root.send_ref, bytes));
   return SyncWith(e, r, a, {a.root}, deadline);
 }
 

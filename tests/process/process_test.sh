@@ -20,6 +20,17 @@ perf_all_ops)
   "$LOOM" run -np 3 -- "$LOOM" perf all -b 1 -e 256K -f 16 -d all -o all -n 2 -w 1 >"$tmp/out" 2>&1 || fail "perf all exited $?"
   ! grep -q FAILED "$tmp/out" || fail "a check failed"
   ;;
+perf_shared_buffers)
+  # Buffers in shareable memory (-R 1): peers map them and read them with
+  # plain loads; every collective that reads peers directly must still
+  # check out, for every type and operator, with 3 ranks (odd blocks).
+  for algo in "" Direct; do
+    NCCL_ALGO=$algo NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=SHM "$LOOM" run -np 3 -- "$LOOM" perf all \
+      -b 4 -e 1M -f 64 -d all -o all -n 2 -w 1 -R 1 >"$tmp/out.$algo" 2>&1 || fail "perf -R 1 ($algo) exited $?"
+    ! grep -q FAILED "$tmp/out.$algo" || fail "a check failed ($algo)"
+    grep -q "mapped a shareable buffer of rank" "$tmp/out.$algo" || fail "no peer buffer was mapped ($algo)"
+  done
+  ;;
 perf_detects_corruption)
   "$LOOM" run -np 2 -- "$LOOM" perf all_reduce -b 1K -e 4K -f 2 --corrupt-for-test >"$tmp/out" 2>&1 && fail "corruption not detected"
   grep -q "FAILED" "$tmp/out" || fail "no FAILED line"

@@ -34,18 +34,27 @@ bool ChecksInPlace(Collective c) {
 }  // namespace
 
 void HostBuffer::Free::operator()(void* p) const {
-  std::free(p);
+  if (shared) {
+    (void)FreeShared(p);
+  } else {
+    std::free(p);
+  }
 }
 
-Result<HostBuffer> HostBuffer::Allocate(size_t bytes) {
+Result<HostBuffer> HostBuffer::Allocate(size_t bytes, bool shared) {
   const size_t rounded = std::max<size_t>((bytes + kPageBytes - 1) / kPageBytes, 1) * kPageBytes;
+  if (shared) {
+    // Zeroed and pre-faulted already.
+    LOOM_ASSIGN_OR_RETURN(void* p, AllocShared(rounded));
+    return HostBuffer(p, bytes, true);
+  }
   void* p = std::aligned_alloc(kPageBytes, rounded);
   if (p == nullptr) {
     return SystemError("loom perf: cannot allocate " + std::to_string(rounded) +
                        " bytes of host buffer; lower -e");
   }
   std::memset(p, 0, rounded);  // touch every page now, not in a timed loop
-  return HostBuffer(p, bytes);
+  return HostBuffer(p, bytes, false);
 }
 
 // The arguments of one collective call.

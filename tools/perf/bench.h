@@ -20,15 +20,17 @@ namespace loom::perf {
 class HostBuffer {
  public:
   // bytes may be 0 (one page is still allocated so the pointer is valid).
-  static Result<HostBuffer> Allocate(size_t bytes);
+  // shared: in shareable memory (AllocShared), as -R asks.
+  static Result<HostBuffer> Allocate(size_t bytes, bool shared = false);
   void* data() const { return data_.get(); }
   size_t bytes() const { return bytes_; }
 
  private:
   struct Free {
+    bool shared = false;
     void operator()(void* p) const;
   };
-  HostBuffer(void* data, size_t bytes) : data_(data), bytes_(bytes) {}
+  HostBuffer(void* data, size_t bytes, bool shared) : data_(data, Free{shared}), bytes_(bytes) {}
   std::unique_ptr<void, Free> data_;
   size_t bytes_ = 0;
 };

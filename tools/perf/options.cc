@@ -37,6 +37,7 @@ constexpr FlagSpec kFlags[] = {
     {'h', "help", false},
     {'X', "corrupt-for-test", false},
     {'F', "fixed-buffers", false},
+    {'R', "local_register", true},
 };
 
 const FlagSpec* FindShort(char letter) {
@@ -186,6 +187,11 @@ Status Apply(const FlagSpec& flag, const std::string& value, PerfOptions& o) {
     case 'F':
       o.fixed_buffers = true;
       return Status::Ok();
+    case 'R': {
+      LOOM_ASSIGN_OR_RETURN(long v, ParseInt(name, value, 0, 2));
+      o.local_register = static_cast<int>(v);
+      return Status::Ok();
+    }
   }
   return InternalError("unhandled flag");
 }
@@ -348,6 +354,9 @@ std::string Usage() {
          "\t[--json <file|->] (every row as JSON; '-' = stdout, the table then goes to stderr)\n"
          "\t[--fixed-buffers] (every iteration at the buffers' start, as MPI and Gloo benchmarks\n"
          "\t                   do, instead of walking through them like nccl-tests)\n"
+         "\t[-R,--local_register <0/1/2>] (1 or 2: send and recv buffers in shareable memory,\n"
+         "\t                   loom::AllocShared, which ranks of one host read without copies;\n"
+         "\t                   default 0)\n"
          "\t[-h,--help]\n";
 }
 

@@ -35,6 +35,7 @@ struct PerfOptions {
   bool help = false;              // -h / --help: print Usage() and exit 0
   bool corrupt_for_test = false;  // hidden: flip one output element before checking
   bool fixed_buffers = false;     // --fixed-buffers: no walk through the buffers (see bench.cc)
+  int local_register = 0;         // -R 1/2: buffers in shareable memory (loom::AllocShared)
 };
 
 // Parses argv[first..argc) (the collective name, then flags in any order).

@@ -46,12 +46,14 @@ TEST(PerfOptions, DefaultsAreNcclTests) {
   EXPECT_TRUE(o.json_path.empty());
   EXPECT_FALSE(o.fixed_buffers);
   EXPECT_FALSE(o.corrupt_for_test);
+  EXPECT_EQ(o.local_register, 0);
 }
 
 TEST(PerfOptions, EveryShortFlag) {
   auto r = Parse({"-b", "8",  "-e", "128M", "-f", "2",  "-i",  "4K", "-n",       "7",  "-w",
                   "0",  "-m", "3",  "-c",   "0",  "-o", "max", "-d", "bfloat16", "-r", "2",
-                  "-z", "1",  "-a", "3",    "-p", "1",  "-t",  "1",  "-g",       "1",  "reduce"});
+                  "-z", "1",  "-a", "3",    "-p", "1",  "-t",  "1",  "-g",       "1",  "-R",
+                  "1",  "reduce"});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const PerfOptions& o = r.value();
   EXPECT_EQ(o.collectives, std::vector<Collective>{Collective::kReduce});
@@ -69,6 +71,7 @@ TEST(PerfOptions, EveryShortFlag) {
   EXPECT_TRUE(o.blocking);
   EXPECT_EQ(o.average, 3);
   EXPECT_EQ(o.parallel_init, 1);
+  EXPECT_EQ(o.local_register, 1);
 }
 
 TEST(PerfOptions, GluedAndLongForms) {
@@ -131,6 +134,7 @@ TEST(PerfOptions, RejectsBadInput) {
   EXPECT_NE(Error({"all_reduce", "-g", "8"}).find("launcher"), std::string::npos);
   EXPECT_NE(Error({"all_reduce", "-a", "4"}).find("outside"), std::string::npos);
   EXPECT_NE(Error({"all_reduce", "-z", "2"}).find("outside"), std::string::npos);
+  EXPECT_NE(Error({"all_reduce", "-R", "3"}).find("outside"), std::string::npos);
   EXPECT_NE(Error({"all_reduce", "-n", "0"}).find("outside"), std::string::npos);
   EXPECT_NE(Error({"all_reduce", "-r", "-1"}).find("outside"), std::string::npos);
   EXPECT_NE(Error({"all_reduce", "-n", "5x"}).find("not an integer"), std::string::npos);

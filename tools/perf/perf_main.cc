@@ -80,8 +80,9 @@ Status Run(Communicator& comm, const PerfOptions& options, FILE* table, std::vec
     std::fflush(table);
   }
   const size_t buffer_bytes = std::max<size_t>(options.max_bytes, 1);
-  LOOM_ASSIGN_OR_RETURN(HostBuffer send, HostBuffer::Allocate(buffer_bytes));
-  LOOM_ASSIGN_OR_RETURN(HostBuffer recv, HostBuffer::Allocate(buffer_bytes));
+  const bool shared = options.local_register > 0;
+  LOOM_ASSIGN_OR_RETURN(HostBuffer send, HostBuffer::Allocate(buffer_bytes, shared));
+  LOOM_ASSIGN_OR_RETURN(HostBuffer recv, HostBuffer::Allocate(buffer_bytes, shared));
   Bench bench(comm, options, send, recv);
   for (const Collective c : options.collectives) {
     if (printer) std::fputs(FormatTableHeader(c).c_str(), table);

@@ -3,7 +3,10 @@
 // a receive can reduce straight out of the FIFO (no extra copy).
 #include "transports/shm/connection.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -11,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "comm/base/log.h"
 #include "transports/streaming.h"
 
 namespace loom {
@@ -118,6 +122,62 @@ Status ShmConnection::ProbePeerRead(void* dst, uint64_t remote, size_t bytes) co
     done += static_cast<size_t>(n);
   }
   return Status::Ok();
+}
+
+ShmConnection::~ShmConnection() {
+  for (const PeerMapping& m : mappings_) munmap(const_cast<char*>(m.local), m.bytes);
+}
+
+const void* ShmConnection::PeerView(uint64_t remote, size_t bytes, const SharedRef& where) {
+  if (peer_pid_ == getpid()) return reinterpret_cast<const void*>(remote);
+  if (!where.valid() || cannot_map_ || remote < where.base ||
+      remote + bytes > where.base + where.bytes) {
+    return nullptr;
+  }
+  for (const PeerMapping& m : mappings_) {
+    if (m.serial == where.serial) return m.local + (remote - m.base);
+  }
+  // The descriptor number is the peer's, valid while its collective runs
+  // (the caller's contract); check it still names one of our memory files.
+  const std::string path =
+      "/proc/" + std::to_string(peer_pid_) + "/fd/" + std::to_string(where.fd);
+  char target[64] = {};
+  const char* why = nullptr;
+  int fd = -1;
+  const ssize_t tl = readlink(path.c_str(), target, sizeof(target) - 1);
+  if (tl <= 0) {
+    why = std::strerror(errno);
+  } else if (std::strncmp(target, "/memfd:loom-mem", 15) != 0) {
+    why = "the descriptor is not a loom memory file";
+  } else if ((fd = open(path.c_str(), O_RDONLY | O_CLOEXEC)) < 0) {
+    why = std::strerror(errno);
+  }
+  if (fd < 0) {
+    cannot_map_ = true;
+    LOOM_INFO(log::kShm, "cannot map the shareable buffers of %s (%s): reading them with "
+              "process_vm_readv instead", PeerDesc().c_str(), why);
+    return nullptr;
+  }
+  struct stat st {};
+  void* p = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= where.bytes) {
+    p = mmap(nullptr, where.bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+  }
+  close(fd);
+  if (p == MAP_FAILED) {
+    cannot_map_ = true;
+    LOOM_INFO(log::kShm, "cannot map a shareable buffer of %s: reading it with "
+              "process_vm_readv instead", PeerDesc().c_str());
+    return nullptr;
+  }
+  if (mappings_.size() == kMaxPeerMappings) {
+    munmap(const_cast<char*>(mappings_.front().local), mappings_.front().bytes);
+    mappings_.erase(mappings_.begin());
+  }
+  mappings_.push_back(PeerMapping{where.serial, where.base, where.bytes, static_cast<char*>(p)});
+  LOOM_INFO(log::kShm, "mapped a shareable buffer of %s (%zu bytes): read without copies from now on",
+            PeerDesc().c_str(), static_cast<size_t>(where.bytes));
+  return mappings_.back().local + (remote - where.base);
 }
 
 Status ShmConnection::ReadPeer(void* dst, uint64_t remote, size_t bytes) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <vector>
 
 #include "transports/engine.h"
 #include "transports/shm/segment.h"
@@ -53,6 +54,13 @@ class ShmConnection final : public Connection {
   std::string Describe() const override;
   bool can_read_peer() const override { return peer_read_; }
   Status ReadPeer(void* dst, uint64_t remote, size_t bytes) override;
+  // Maps the peer's shareable allocation read-only through
+  // /proc/<pid>/fd/<fd> (pre-faulted, kept for later calls, the oldest
+  // dropped beyond kMaxPeerMappings). A peer whose descriptors cannot be
+  // opened (another user, a hardened /proc) is logged once and read with
+  // ReadPeer from then on.
+  const void* PeerView(uint64_t remote, size_t bytes, const SharedRef& where) override;
+  ~ShmConnection() override;
 
   // Enables ReadPeer once setup has verified (on every rank) that the peer's
   // memory is readable: same process, or cross-memory attach permitted.
@@ -82,6 +90,15 @@ class ShmConnection final : public Connection {
   uint64_t head_ = 0, tail_ = 0;
   uint64_t cached_out_tail_ = 0, cached_in_head_ = 0;
   bool peer_read_ = false;
+  struct PeerMapping {
+    uint64_t serial;
+    uint64_t base;  // in the peer
+    size_t bytes;
+    const char* local;
+  };
+  static constexpr size_t kMaxPeerMappings = 16;
+  std::vector<PeerMapping> mappings_;  // oldest first
+  bool cannot_map_ = false;
   ShmFifoControl* tsan_in_ = nullptr;  // in_ at the sender's address (same process, TSan)
 };
 

@@ -192,6 +192,19 @@ class Communicator {
 Status GroupStart();
 Status GroupEnd();
 
+// Host memory that the ranks of one host read from one another without
+// copies (what ncclMemAlloc is to NCCL's device buffers): an anonymous
+// memory file, zeroed and pre-faulted, that peers map once. Collectives
+// that read peers' buffers directly (all-gather, broadcast, the Direct
+// algorithms) then use plain loads instead of a cross-memory read that pins
+// the peer's pages on every call. Any host buffer still works; this one is
+// faster between processes. Thread-safe. bytes must be > 0.
+Result<void*> AllocShared(size_t bytes);
+// Frees what AllocShared returned (InvalidUsage for anything else). Peers
+// that mapped it keep the pages until their communicator is destroyed or
+// has mapped 16 newer allocations of this process.
+Status FreeShared(void* p);
+
 // "0.1.0"
 const char* Version();
 // LOOM_VERSION_CODE-style integer, NCCL-like: major*10000 + minor*100 + patch.
