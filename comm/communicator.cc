@@ -3,6 +3,7 @@
 #include "comm/communicator_impl.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -360,8 +361,20 @@ Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
              : c.source == Choice::Source::kModel ? "cost model"
                                                   : "fallback",
              DescribeEstimates(a.kind, bytes, cost_).c_str());
-  Status s = c.algo == Algo::kHierarchical ? HierarchicalAllReduce(*engine_, hier_, a, deadline)
-                                           : RunAlgorithm(*engine_, rank, c.algo, a, scratch_, deadline);
+  Status s;
+  bool ran = false;
+  if (c.source == Choice::Source::kModel && c.algo != Algo::kDirect &&
+      algo_filter_.Allows(a.kind, Algo::kDirect) &&
+      bytes >= kSharedDirectMinBytes && SharedDirectApplies(a.kind) &&
+      std::isfinite(cost_.PredictUs(a.kind, Algo::kDirect, bytes))) {
+    s = RunDirectIfAllShared(*engine_, rank, a, scratch_, deadline, &ran);
+    if (ran) LOOM_TRACE(log::kTuning, "%s: Direct instead, every rank's buffers are shareable",
+                        OpKindName(a.kind));
+  }
+  if (!ran && s.ok()) {
+    s = c.algo == Algo::kHierarchical ? HierarchicalAllReduce(*engine_, hier_, a, deadline)
+                                      : RunAlgorithm(*engine_, rank, c.algo, a, scratch_, deadline);
+  }
   if (s.ok()) return s;
   return s.WithContext(std::string(OpKindName(a.kind)) + " on rank " + std::to_string(rank) + " (" +
                        host + ")");

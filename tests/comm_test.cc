@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "tests/harness.h"
 
@@ -234,6 +235,65 @@ TEST(Comm, AllToAllInPlace) {
       EXPECT_EQ(b[2 * src + 1], 10 * src + 2 * c.rank() + 1);
     }
   });
+}
+
+// A float buffer from AllocShared or from the heap.
+class Floats {
+ public:
+  Floats(size_t n, bool shared) : n_(n), shared_(shared) {
+    if (shared) {
+      auto p = AllocShared(n * sizeof(float));
+      EXPECT_TRUE(p.ok()) << p.status().ToString();
+      p_ = static_cast<float*>(p.ok() ? *p : nullptr);
+    } else {
+      heap_.resize(n);
+      p_ = heap_.data();
+    }
+  }
+  ~Floats() {
+    if (shared_ && p_ != nullptr) {
+      EXPECT_TRUE(FreeShared(p_).ok());
+    }
+  }
+  float& operator[](size_t i) { return p_[i]; }
+  float* data() { return p_; }
+
+ private:
+  size_t n_;
+  bool shared_;
+  float* p_ = nullptr;
+  std::vector<float> heap_;
+};
+
+// Large collectives whose buffers are shareable on every rank switch to the
+// Direct algorithms after an exchange; with shareable buffers on some ranks
+// only, every rank keeps the chosen algorithm. Both must be right.
+TEST(Comm, SharedBuffersOnEveryOrSomeRanks) {
+  constexpr size_t kCount = (1 << 20) / sizeof(float) + 7;  // above the 1 MiB threshold
+  for (bool everyone : {true, false}) {
+    RunRanks(3, [&](Communicator& c) {
+      const int r = c.rank();
+      const bool shared = everyone || r == 0;
+      Floats send(3 * kCount, shared), recv(3 * kCount, shared);
+      for (size_t i = 0; i < 3 * kCount; ++i) send[i] = static_cast<float>(r + 1 + i % 7);
+      ASSERT_TRUE(c.AllReduce(send.data(), recv.data(), kCount, DataType::kFloat32,
+                              RedOp::kSum).ok());
+      for (size_t i = 0; i < kCount; ++i) {
+        ASSERT_EQ(recv[i], static_cast<float>(6 + 3 * (i % 7))) << "all-reduce element " << i;
+      }
+      ASSERT_TRUE(c.AllGather(send.data(), recv.data(), kCount, DataType::kFloat32).ok());
+      for (size_t i = 0; i < 3 * kCount; ++i) {
+        const size_t from = i / kCount, j = i % kCount;
+        ASSERT_EQ(recv[i], static_cast<float>(from + 1 + j % 7)) << "all-gather element " << i;
+      }
+      ASSERT_TRUE(c.ReduceScatter(send.data(), recv.data(), kCount, DataType::kFloat32,
+                                  RedOp::kMax).ok());
+      for (size_t i = 0; i < kCount; ++i) {
+        const size_t j = r * kCount + i;
+        ASSERT_EQ(recv[i], static_cast<float>(3 + j % 7)) << "reduce-scatter element " << i;
+      }
+    });
+  }
 }
 
 TEST(Comm, SendToSelfInAGroupIsACopy) {

@@ -389,11 +389,27 @@ Status ReduceFromPeers(Engine& e, int r, const CollArgs& a, const std::vector<Pe
   return Status::Ok();
 }
 
-Status DirectAllReduce(Engine& e, int r, const CollArgs& a, Scratch& scratch, Deadline deadline) {
+// The bytes of the send and recv buffers of a Direct operation.
+std::pair<size_t, size_t> DirectBufferBytes(const CollArgs& a, int n) {
+  const size_t b = a.count * SizeOf(a.type);
+  switch (a.kind) {
+    case OpKind::kReduceScatter: return {n * b, b};
+    case OpKind::kAllGather: return {b, n * b};
+    default: return {b, b};
+  }
+}
+
+Status ExchangeAddresses(Engine& e, int r, const CollArgs& a, std::vector<PeerBuffers>* out,
+                         Deadline deadline) {
+  auto [send_bytes, recv_bytes] = DirectBufferBytes(a, e.size());
+  return ExchangeAddresses(e, r, a, send_bytes, recv_bytes, out, deadline);
+}
+
+// The Direct algorithms below take the exchanged addresses (bufs).
+Status DirectAllReduce(Engine& e, int r, const CollArgs& a, const std::vector<PeerBuffers>& bufs,
+                       Scratch& scratch, Deadline deadline) {
   const int n = e.size();
   const size_t es = SizeOf(a.type);
-  std::vector<PeerBuffers> bufs;
-  LOOM_TRY(ExchangeAddresses(e, r, a, a.count * es, a.count * es, &bufs, deadline));
   // 1. Reduce my block from everyone's send buffer (into my recv).
   const Range mine = BlockRange(a.count, n, r, 64 / es);
   LOOM_TRY(ReduceFromPeers(e, r, a, bufs, mine.offset, mine.count, At(a.recv, mine.offset, es), scratch));
@@ -411,21 +427,18 @@ Status DirectAllReduce(Engine& e, int r, const CollArgs& a, Scratch& scratch, De
   return SyncWith(e, r, a, all, deadline);
 }
 
-Status DirectReduceScatter(Engine& e, int r, const CollArgs& a, Scratch& scratch,
+Status DirectReduceScatter(Engine& e, int r, const CollArgs& a,
+                           const std::vector<PeerBuffers>& bufs, Scratch& scratch,
                            Deadline deadline) {
-  const size_t es = SizeOf(a.type);
-  std::vector<PeerBuffers> bufs;
-  LOOM_TRY(ExchangeAddresses(e, r, a, e.size() * a.count * es, a.count * es, &bufs, deadline));
   LOOM_TRY(ReduceFromPeers(e, r, a, bufs, static_cast<size_t>(r) * a.count, a.count, a.recv, scratch));
   if (a.op == RedOp::kAvg) ScaleForAvg(a.recv, a.count, a.type, e.size());
   return SyncWith(e, r, a, AllRanks(e.size()), deadline);
 }
 
-Status DirectAllGather(Engine& e, int r, const CollArgs& a, Deadline deadline) {
+Status DirectAllGather(Engine& e, int r, const CollArgs& a, const std::vector<PeerBuffers>& bufs,
+                       Deadline deadline) {
   const int n = e.size();
   const size_t bb = a.count * SizeOf(a.type);
-  std::vector<PeerBuffers> bufs;
-  LOOM_TRY(ExchangeAddresses(e, r, a, bb, n * bb, &bufs, deadline));
   char* recv = static_cast<char*>(a.recv);
   CopyIfDistinct(recv + r * bb, a.send, bb);
   for (int p = 0; p < n; ++p) {
@@ -457,7 +470,41 @@ Status DirectBroadcast(Engine& e, int r, const CollArgs& a, Deadline deadline) {
   return SyncWith(e, r, a, {a.root}, deadline);
 }
 
+// The Direct algorithm of a.kind (all-reduce, reduce-scatter, all-gather).
+Status RunDirectWith(Engine& e, int r, const CollArgs& a, const std::vector<PeerBuffers>& bufs,
+                     Scratch& scratch, Deadline deadline) {
+  switch (a.kind) {
+    case OpKind::kAllReduce: return DirectAllReduce(e, r, a, bufs, scratch, deadline);
+    case OpKind::kReduceScatter: return DirectReduceScatter(e, r, a, bufs, scratch, deadline);
+    default: return DirectAllGather(e, r, a, bufs, deadline);
+  }
+}
+
+Status RunDirect(Engine& e, int r, const CollArgs& a, Scratch& scratch, Deadline deadline) {
+  std::vector<PeerBuffers> bufs;
+  LOOM_TRY(ExchangeAddresses(e, r, a, &bufs, deadline));
+  return RunDirectWith(e, r, a, bufs, scratch, deadline);
+}
+
 }  // namespace
+
+bool SharedDirectApplies(OpKind kind) {
+  return kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter ||
+         kind == OpKind::kAllGather;
+}
+
+Status RunDirectIfAllShared(Engine& e, int r, const CollArgs& a, Scratch& scratch,
+                            Deadline deadline, bool* ran) {
+  *ran = false;
+  if (!SharedDirectApplies(a.kind) || e.size() == 1) return Status::Ok();
+  std::vector<PeerBuffers> bufs;
+  LOOM_TRY(ExchangeAddresses(e, r, a, &bufs, deadline));
+  for (const PeerBuffers& b : bufs) {
+    if (!b.send_ref.valid() || !b.recv_ref.valid()) return Status::Ok();
+  }
+  *ran = true;
+  return RunDirectWith(e, r, a, bufs, scratch, deadline);
+}
 
 Status RunAlgorithm(Engine& engine, int rank, Algo algo, const CollArgs& a, Scratch& scratch,
                     Deadline deadline) {
@@ -472,7 +519,7 @@ Status RunAlgorithm(Engine& engine, int rank, Algo algo, const CollArgs& a, Scra
       } else if (algo == Algo::kRecursiveDoubling) {
         LOOM_TRY(RecursiveDoublingAllReduce(engine, rank, a, deadline));
       } else if (algo == Algo::kDirect) {
-        return DirectAllReduce(engine, rank, a, scratch, deadline);  // scales its own blocks
+        return RunDirect(engine, rank, a, scratch, deadline);  // scales its own blocks
       } else {
         CollArgs to_root = a;
         to_root.root = 0;
@@ -488,7 +535,7 @@ Status RunAlgorithm(Engine& engine, int rank, Algo algo, const CollArgs& a, Scra
       if (n == 1) {
         CopyIfDistinct(a.recv, a.send, bytes);
       } else if (algo == Algo::kDirect) {
-        return DirectReduceScatter(engine, rank, a, scratch, deadline);  // scales its block
+        return RunDirect(engine, rank, a, scratch, deadline);  // scales its block
       } else {
         LOOM_TRY(RingReduceScatter(engine, rank, a, scratch, deadline));
       }
@@ -500,7 +547,7 @@ Status RunAlgorithm(Engine& engine, int rank, Algo algo, const CollArgs& a, Scra
         CopyIfDistinct(a.recv, a.send, bytes);
         return Status::Ok();
       }
-      if (algo == Algo::kDirect) return DirectAllGather(engine, rank, a, deadline);
+      if (algo == Algo::kDirect) return RunDirect(engine, rank, a, scratch, deadline);
       return RingAllGather(engine, rank, a, deadline);
     case OpKind::kBroadcast:
       if (n == 1) {
