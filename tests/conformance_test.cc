@@ -7,18 +7,22 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <ostream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "comm/base/log.h"
+#include "comm/bootstrap/store_server.h"
 #include "tests/harness.h"
 
 namespace loom::testing {
@@ -229,6 +233,54 @@ std::string NonLoopbackInterface() {
   return name;
 }
 
+// One pretend-host rank, in a forked child; returns its exit code (0 passed,
+// 1 a check failed, 2 Create failed, 3 no UniqueId came). The id arrives on
+// `from_parent` once every rank is forked: the parent starts its store thread
+// only then, because a child forked while a parent thread allocates inherits
+// that thread's allocator lock held for ever (ASan's allocator, which GCC
+// 12's libasan does not lock around fork, hung a rank this way).
+int PretendHostRank(int from_parent, int r, int ranks, const std::string& ifname, const char* algo,
+                    const std::string& dir) {
+  UniqueId id;
+  pollfd p{from_parent, POLLIN, 0};
+  // A 128-byte pipe write is atomic: one read gets the whole id or EOF.
+  if (poll(&p, 1, 60000) != 1 ||
+      read(from_parent, id.bytes.data(), id.bytes.size()) != static_cast<ssize_t>(id.bytes.size())) {
+    std::fprintf(stderr, "rank %d: no UniqueId from the parent\n", r);
+    return 3;
+  }
+  close(from_parent);
+  setenv("LOOM_HOSTID", ("pretend-host-" + std::to_string(r / 2)).c_str(), 1);
+  setenv("NCCL_SOCKET_IFNAME", ("=" + ifname).c_str(), 1);
+  if (algo[0] != '\0') {
+    setenv("NCCL_ALGO", algo, 1);
+  } else {
+    unsetenv("NCCL_ALGO");
+  }
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
+  setenv("NCCL_DEBUG_FILE", (dir + "/rank" + std::to_string(r) + ".log").c_str(), 1);
+  log::ReloadFromEnv();
+  auto comm = Communicator::Create(id, r, ranks);
+  if (!comm.ok()) {
+    ADD_FAILURE() << "rank " << r << ": " << comm.status().ToString();
+    return 2;
+  }
+  CheckReductions(*comm.value());
+  // Sizes where the cost model, left alone, takes Hierarchical.
+  for (size_t count : {size_t{262147}, size_t{1} << 20}) {
+    std::vector<int32_t> in(count), out(count), want(count);
+    FillInput(in.data(), count, DataType::kInt32, r, 0, RedOp::kSum);
+    EXPECT_TRUE(comm.value()->AllReduce(in.data(), out.data(), count, DataType::kInt32,
+                                        RedOp::kSum).ok());
+    ExpectedReduction(want.data(), count, DataType::kInt32, RedOp::kSum, ranks, 0);
+    EXPECT_EQ(CountMismatches(out.data(), want.data(), count, DataType::kInt32), 0u)
+        << "count " << count << " rank " << r;
+  }
+  EXPECT_TRUE(comm.value()->Finalize().ok());
+  return ::testing::Test::HasFailure() ? 1 : 0;
+}
+
 // 4 processes (threads share one environment, so one LOOM_HOSTID) on this
 // machine claim 2 hosts: shared memory inside a "host", TCP between them,
 // exactly the multi-host shape. Each algorithm choice must give correct
@@ -242,52 +294,53 @@ TEST_P(PretendHosts, TwoHostsOfTwoRanksAreCorrect) {
   char dir_template[] = "/tmp/loom-pretend-XXXXXX";
   ASSERT_NE(mkdtemp(dir_template), nullptr);
   const std::string dir = dir_template;
-  auto id = UniqueId::Create();
-  ASSERT_TRUE(id.ok()) << id.status().ToString();
   constexpr int kRanks = 4;
   std::vector<pid_t> pids;
+  std::vector<int> to_child;  // write ends of the id pipes
   for (int r = 0; r < kRanks; ++r) {
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
-    if (pid > 0) {
-      pids.push_back(pid);
-      continue;
+    if (pid == 0) {
+      // The child: one rank. Its failures print as usual; the exit code tells the parent.
+      close(fds[1]);
+      for (int fd : to_child) close(fd);
+      _exit(PretendHostRank(fds[0], r, kRanks, ifname, algo, dir));
     }
-    // The child: one rank. Its failures print as usual; the exit code tells the parent.
-    setenv("LOOM_HOSTID", ("pretend-host-" + std::to_string(r / 2)).c_str(), 1);
-    setenv("NCCL_SOCKET_IFNAME", ("=" + ifname).c_str(), 1);
-    if (algo[0] != '\0') {
-      setenv("NCCL_ALGO", algo, 1);
-    } else {
-      unsetenv("NCCL_ALGO");
+    close(fds[0]);
+    pids.push_back(pid);
+    to_child.push_back(fds[1]);
+  }
+  // Every rank is forked: now the store's thread may start. It is owned here,
+  // not by UniqueId::Create's process-wide registry, so that it is joined
+  // before the next instance of this test forks (gtest_repeat, other params).
+  std::random_device entropy;
+  const uint64_t secret = (uint64_t{entropy()} << 32) | entropy();
+  auto server = bootstrap::StoreServer::Start("127.0.0.1", 0, secret);
+  Result<UniqueId> id =
+      server.ok()
+          ? UniqueId::FromAddress("127.0.0.1:" + std::to_string(server.value()->port()), secret)
+          : Result<UniqueId>(server.status());
+  EXPECT_TRUE(id.ok()) << id.status().ToString();
+  for (int fd : to_child) {
+    // Without an id the pipe closes empty and the child exits 3.
+    if (id.ok()) {
+      EXPECT_EQ(write(fd, id->bytes.data(), id->bytes.size()),
+                static_cast<ssize_t>(id->bytes.size()));
     }
-    setenv("NCCL_DEBUG", "INFO", 1);
-    setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
-    setenv("NCCL_DEBUG_FILE", (dir + "/rank" + std::to_string(r) + ".log").c_str(), 1);
-    log::ReloadFromEnv();
-    auto comm = Communicator::Create(id.value(), r, kRanks);
-    if (!comm.ok()) {
-      ADD_FAILURE() << "rank " << r << ": " << comm.status().ToString();
-      _exit(2);
-    }
-    CheckReductions(*comm.value());
-    // Sizes where the cost model, left alone, takes Hierarchical.
-    for (size_t count : {size_t{262147}, size_t{1} << 20}) {
-      std::vector<int32_t> in(count), out(count), want(count);
-      FillInput(in.data(), count, DataType::kInt32, r, 0, RedOp::kSum);
-      EXPECT_TRUE(comm.value()->AllReduce(in.data(), out.data(), count, DataType::kInt32,
-                                          RedOp::kSum).ok());
-      ExpectedReduction(want.data(), count, DataType::kInt32, RedOp::kSum, kRanks, 0);
-      EXPECT_EQ(CountMismatches(out.data(), want.data(), count, DataType::kInt32), 0u)
-          << "count " << count << " rank " << r;
-    }
-    EXPECT_TRUE(comm.value()->Finalize().ok());
-    _exit(::testing::Test::HasFailure() ? 1 : 0);
+    close(fd);
   }
   for (size_t r = 0; r < pids.size(); ++r) {
     int status = 0;
     ASSERT_EQ(waitpid(pids[r], &status, 0), pids[r]);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << r << " failed";
+  }
+  if (server.ok()) {
+    // The ranks exited, so their connections are closed or closing: let the
+    // store see them go, then join its thread.
+    server.value()->WaitUntilDone(Deadline::After(std::chrono::seconds(10)));
+    server.value().reset();
   }
   std::ifstream log(dir + "/rank0.log");
   std::stringstream text;
