@@ -62,4 +62,6 @@ for ((r = 1; r <= REPEAT; r++)); do
   done
 done
 python3 "$here/compare_report.py" "$OUT" | tee "$OUT/report.txt"
-echo "raw tables and report.csv in $OUT"
+python3 "$here/plot.py" "$OUT" --title "$TRANSPORT, $NP ranks$([[ ${#LOOM_REG[@]} -gt 0 ]] && echo ', loom -R 1')" >/dev/null ||
+  echo "compare.sh: no plot (perf/plot.py failed)" >&2
+echo "raw tables, report.csv and plot.svg (busbw vs size) in $OUT"
