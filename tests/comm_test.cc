@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -237,29 +239,34 @@ TEST(Comm, AllToAllInPlace) {
   });
 }
 
-// A float buffer from AllocShared or from the heap.
+// A float buffer from AllocShared or from the heap; aborts the process if
+// the shared allocation fails (the test cannot go on without it).
 class Floats {
  public:
-  Floats(size_t n, bool shared) : n_(n), shared_(shared) {
+  Floats(size_t n, bool shared) : shared_(shared) {
     if (shared) {
       auto p = AllocShared(n * sizeof(float));
-      EXPECT_TRUE(p.ok()) << p.status().ToString();
-      p_ = static_cast<float*>(p.ok() ? *p : nullptr);
+      if (!p.ok()) {
+        std::fprintf(stderr, "AllocShared: %s\n", p.status().ToString().c_str());
+        std::abort();
+      }
+      p_ = static_cast<float*>(*p);
     } else {
       heap_.resize(n);
       p_ = heap_.data();
     }
   }
   ~Floats() {
-    if (shared_ && p_ != nullptr) {
+    if (shared_) {
       EXPECT_TRUE(FreeShared(p_).ok());
     }
   }
+  Floats(const Floats&) = delete;
+  Floats& operator=(const Floats&) = delete;
   float& operator[](size_t i) { return p_[i]; }
   float* data() { return p_; }
 
  private:
-  size_t n_;
   bool shared_;
   float* p_ = nullptr;
   std::vector<float> heap_;

@@ -15,7 +15,6 @@
 
 #include "comm/base/status.h"
 #include "loom/types.hpp"
-#include "transports/shm/shared_memory.h"
 
 namespace loom {
 
@@ -99,6 +98,23 @@ class Connection;
 // describe itself only when the check fails (this runs for every message).
 Status CheckHeader(const MessageHeader& h, const Transfer& t, const Connection& from);
 
+// Where a buffer lives inside a shareable allocation, as its owner process
+// describes it to peers: the allocation's descriptor number there, its base
+// address and length there, and a serial no other allocation of that
+// process ever reuses (descriptor numbers and addresses are reused after a
+// free). fd < 0: the buffer is not in shareable memory. `frees` counts the
+// owner's FreeShared calls so far (set either way): a peer that sees it
+// change drops its mappings of allocations the owner has freed.
+struct SharedRef {
+  int32_t fd = -1;
+  uint32_t reserved = 0;
+  uint64_t base = 0;
+  uint64_t bytes = 0;
+  uint64_t serial = 0;
+  uint64_t frees = 0;
+  bool valid() const { return fd >= 0; }
+};
+
 class Connection {
  public:
   virtual ~Connection() = default;
@@ -131,9 +147,10 @@ class Connection {
     return InvalidUsage(Describe() + " cannot read peer memory directly");
   }
   // Optional, zero-copy: a local read-only address for `bytes` at `remote`
-  // in the peer, or null when there is none (then use ReadPeer). There is
-  // one when the peer is this process, or when `where` says the bytes are
-  // in the peer's shareable memory (AllocShared) and it could be mapped.
+  // in the peer, or null when there is none (then use ReadPeer). The
+  // default has none; shared memory (ShmConnection) has one when the peer
+  // is this process, or when `where` says the bytes are in the peer's
+  // shareable memory (loom::AllocShared) and it could be mapped.
   // The view stays valid until the connection is destroyed or has mapped
   // many other allocations; use it within the operation. Thread-compatible.
   virtual const void* PeerView(uint64_t remote, size_t bytes, const SharedRef& where) {

@@ -10,6 +10,7 @@
 #include "collectives/patterns/ring.h"
 #include "collectives/patterns/tree.h"
 #include "collectives/reduce/reduce.h"
+#include "transports/shm/shared_memory.h"
 
 namespace loom {
 

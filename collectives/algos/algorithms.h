@@ -48,14 +48,15 @@ Status RunAlgorithm(Engine& engine, int rank, Algo algo, const CollArgs& args, S
 
 // Ranks of one host whose buffers are all in shareable memory (AllocShared)
 // are served best by the Direct algorithms: plain loads from the mapped
-// peers, nothing through the FIFOs (2-rank all-reduce 1.3-1.5x the ring at
-// 2-128 MiB on the development VM). Whether every rank's buffers are
-// shareable is known only after an exchange, so from kSharedDirectMinBytes
-// on (where that exchange costs about 2 %) the caller runs this first: every
-// rank tells every other where its buffers are; if all of them are
-// shareable it runs Direct over them and sets *ran, otherwise it sets
-// *ran = false and the caller runs the algorithm it chose. Every rank
-// reaches the same verdict. Needs single-copy reads (one host).
+// peers, nothing through the FIFOs (2-rank all-reduce 1.1-2x the default
+// at 2-128 MiB on the development VM, docs/PERFORMANCE.md). Whether every
+// rank's buffers are shareable is known only after an exchange, so from
+// kSharedDirectMinBytes on (where that exchange was lost in the noise of
+// 2-rank runs) the caller runs this first: every rank tells every other
+// where its buffers are; if all of them are shareable it runs Direct over
+// them and sets *ran, otherwise it sets *ran = false and the caller runs
+// the algorithm it chose. Every rank reaches the same verdict. Needs
+// single-copy reads (one host).
 inline constexpr size_t kSharedDirectMinBytes = 1 << 20;
 bool SharedDirectApplies(OpKind kind);
 Status RunDirectIfAllShared(Engine& engine, int rank, const CollArgs& args, Scratch& scratch,

@@ -30,6 +30,16 @@ perf_shared_buffers)
     ! grep -q FAILED "$tmp/out.$algo" || fail "a check failed ($algo)"
     grep -q "mapped a shareable buffer of rank" "$tmp/out.$algo" || fail "no peer buffer was mapped ($algo)"
   done
+  # At 1 MiB the model's all-reduce (not Direct) gives way to Direct once
+  # every rank's buffers are shareable; with plain buffers it does not.
+  for reg in 1 0; do
+    NCCL_DEBUG=TRACE NCCL_DEBUG_SUBSYS=TUNING "$LOOM" run -np 3 -- "$LOOM" perf all_reduce -b 1M -e 1M \
+      -n 2 -w 1 -R $reg >"$tmp/ar.$reg" 2>&1 || fail "perf all_reduce -R $reg exited $?"
+    ! grep -q FAILED "$tmp/ar.$reg" || fail "a check failed (-R $reg)"
+  done
+  grep -q "AllReduce: Direct instead, every rank's buffers are shareable" "$tmp/ar.1" ||
+    fail "all-reduce did not switch to Direct over shareable buffers"
+  ! grep -q "Direct instead" "$tmp/ar.0" || fail "plain buffers switched to Direct"
   ;;
 perf_detects_corruption)
   "$LOOM" run -np 2 -- "$LOOM" perf all_reduce -b 1K -e 4K -f 2 --corrupt-for-test >"$tmp/out" 2>&1 && fail "corruption not detected"

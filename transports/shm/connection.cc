@@ -128,8 +128,29 @@ ShmConnection::~ShmConnection() {
   for (const PeerMapping& m : mappings_) munmap(const_cast<char*>(m.local), m.bytes);
 }
 
+std::string ShmConnection::PeerFdPath(int fd) const {
+  return "/proc/" + std::to_string(peer_pid_) + "/fd/" + std::to_string(fd);
+}
+
+void ShmConnection::DropFreedMappings() {
+  for (auto it = mappings_.begin(); it != mappings_.end();) {
+    struct stat st {};
+    if (stat(PeerFdPath(it->peer_fd).c_str(), &st) == 0 && st.st_dev == it->dev &&
+        st.st_ino == it->ino) {
+      ++it;
+      continue;
+    }
+    munmap(const_cast<char*>(it->local), it->bytes);
+    it = mappings_.erase(it);
+  }
+}
+
 const void* ShmConnection::PeerView(uint64_t remote, size_t bytes, const SharedRef& where) {
   if (peer_pid_ == getpid()) return reinterpret_cast<const void*>(remote);
+  if (where.frees > peer_frees_) {
+    peer_frees_ = where.frees;
+    DropFreedMappings();
+  }
   if (!where.valid() || cannot_map_ || remote < where.base ||
       remote + bytes > where.base + where.bytes) {
     return nullptr;
@@ -138,45 +159,52 @@ const void* ShmConnection::PeerView(uint64_t remote, size_t bytes, const SharedR
     if (m.serial == where.serial) return m.local + (remote - m.base);
   }
   // The descriptor number is the peer's, valid while its collective runs
-  // (the caller's contract); check it still names one of our memory files.
-  const std::string path =
-      "/proc/" + std::to_string(peer_pid_) + "/fd/" + std::to_string(where.fd);
-  char target[64] = {};
-  const char* why = nullptr;
-  int fd = -1;
-  const ssize_t tl = readlink(path.c_str(), target, sizeof(target) - 1);
-  if (tl <= 0) {
-    why = std::strerror(errno);
-  } else if (std::strncmp(target, "/memfd:loom-mem", 15) != 0) {
-    why = "the descriptor is not a loom memory file";
-  } else if ((fd = open(path.c_str(), O_RDONLY | O_CLOEXEC)) < 0) {
-    why = std::strerror(errno);
-  }
-  if (fd < 0) {
-    cannot_map_ = true;
-    LOOM_INFO(log::kShm, "cannot map the shareable buffers of %s (%s): reading them with "
-              "process_vm_readv instead", PeerDesc().c_str(), why);
-    return nullptr;
-  }
+  // (the caller's contract). Open it without blocking or taking a terminal,
+  // then check that what we hold is one of loom's memory files.
+  const std::string path = PeerFdPath(where.fd);
+  std::string why;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   struct stat st {};
-  void* p = MAP_FAILED;
-  if (fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= where.bytes) {
-    p = mmap(nullptr, where.bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (fd < 0) {
+    why = std::strerror(errno);
+  } else {
+    char target[64] = {};
+    const std::string self = "/proc/self/fd/" + std::to_string(fd);
+    const ssize_t tl = readlink(self.c_str(), target, sizeof(target) - 1);
+    constexpr char kName[] = "/memfd:loom-mem ";  // then "(deleted)"
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || tl < static_cast<ssize_t>(sizeof(kName) - 1) ||
+        std::strncmp(target, kName, sizeof(kName) - 1) != 0) {
+      why = "the descriptor is not a loom memory file";
+    } else if (static_cast<uint64_t>(st.st_size) < where.bytes) {
+      why = "the memory file is smaller than announced";
+    }
   }
-  close(fd);
+  void* p = MAP_FAILED;
+  if (why.empty()) {
+    p = mmap(nullptr, where.bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED) why = std::strerror(errno);
+  }
+  if (fd >= 0) close(fd);
   if (p == MAP_FAILED) {
     cannot_map_ = true;
-    LOOM_INFO(log::kShm, "cannot map a shareable buffer of %s: reading it with "
-              "process_vm_readv instead", PeerDesc().c_str());
+    LOOM_INFO(log::kShm, "cannot map the shareable buffers of %s (%s): reading them with "
+              "process_vm_readv instead", PeerDesc().c_str(), why.c_str());
     return nullptr;
   }
   if (mappings_.size() == kMaxPeerMappings) {
     munmap(const_cast<char*>(mappings_.front().local), mappings_.front().bytes);
     mappings_.erase(mappings_.begin());
   }
-  mappings_.push_back(PeerMapping{where.serial, where.base, where.bytes, static_cast<char*>(p)});
-  LOOM_INFO(log::kShm, "mapped a shareable buffer of %s (%zu bytes): read without copies from now on",
-            PeerDesc().c_str(), static_cast<size_t>(where.bytes));
+  mappings_.push_back(PeerMapping{where.serial, where.base, where.bytes, static_cast<char*>(p),
+                                  where.fd, st.st_dev, st.st_ino});
+  if (!mapping_logged_) {
+    mapping_logged_ = true;
+    LOOM_INFO(log::kShm, "mapped a shareable buffer of %s (%zu bytes): read without copies "
+              "from now on", PeerDesc().c_str(), static_cast<size_t>(where.bytes));
+  } else {
+    LOOM_TRACE(log::kShm, "mapped a shareable buffer of %s (%zu bytes)", PeerDesc().c_str(),
+               static_cast<size_t>(where.bytes));
+  }
   return mappings_.back().local + (remote - where.base);
 }
 

@@ -59,8 +59,15 @@ class ShmConnection final : public Connection {
   // dropped beyond kMaxPeerMappings). A peer whose descriptors cannot be
   // opened (another user, a hardened /proc) is logged once and read with
   // ReadPeer from then on.
+  // When `where.frees` shows the peer has freed shareable memory since the
+  // last call, mappings whose descriptor no longer names the file mapped
+  // are dropped first, so freed memory is released.
   const void* PeerView(uint64_t remote, size_t bytes, const SharedRef& where) override;
   ~ShmConnection() override;
+  // How many of the peer's allocations are mapped now (tests, diagnostics).
+  size_t mapped_allocations() const { return mappings_.size(); }
+  ShmConnection(const ShmConnection&) = delete;
+  ShmConnection& operator=(const ShmConnection&) = delete;
 
   // Enables ReadPeer once setup has verified (on every rank) that the peer's
   // memory is readable: same process, or cross-memory attach permitted.
@@ -73,6 +80,8 @@ class ShmConnection final : public Connection {
   Result<bool> ProgressRecv();
   void LoadInHead();  // cached_in_head_ = the peer's head (acquire)
   std::string PeerDesc() const;
+  std::string PeerFdPath(int fd) const;  // /proc/<peer pid>/fd/<fd>
+  void DropFreedMappings();
 
   int peer_;
   std::string peer_host_;
@@ -95,10 +104,15 @@ class ShmConnection final : public Connection {
     uint64_t base;  // in the peer
     size_t bytes;
     const char* local;
+    int peer_fd;  // the allocation's descriptor number in the peer
+    dev_t dev;    // and the file it named when mapped
+    ino_t ino;
   };
   static constexpr size_t kMaxPeerMappings = 16;
   std::vector<PeerMapping> mappings_;  // oldest first
+  uint64_t peer_frees_ = 0;            // the peer's FreeShared count last seen
   bool cannot_map_ = false;
+  bool mapping_logged_ = false;        // INFO for the first mapping, TRACE after
   ShmFifoControl* tsan_in_ = nullptr;  // in_ at the sender's address (same process, TSan)
 };
 

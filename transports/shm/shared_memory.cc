@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <map>
 #include <mutex>
@@ -24,6 +25,7 @@ struct Table {
   std::shared_mutex mu;
   std::map<uintptr_t, Allocation> by_base;  // base address -> allocation
   uint64_t next_serial = 1;
+  std::atomic<uint64_t> frees{0};
 };
 
 Table& GetTable() {
@@ -67,21 +69,26 @@ Status FreeShared(void* p) {
     a = it->second;
     t.by_base.erase(it);
   }
+  t.frees.fetch_add(1, std::memory_order_relaxed);
   munmap(p, a.bytes);
   close(a.fd);
   return Status::Ok();
 }
 
+uint64_t SharedFrees() { return GetTable().frees.load(std::memory_order_relaxed); }
+
 SharedRef FindShared(const void* p, size_t bytes) {
   const uintptr_t at = reinterpret_cast<uintptr_t>(p);
   Table& t = GetTable();
+  SharedRef none;
+  none.frees = SharedFrees();
   std::shared_lock lock(t.mu);
   auto it = t.by_base.upper_bound(at);
-  if (it == t.by_base.begin()) return {};
+  if (it == t.by_base.begin()) return none;
   --it;
   const Allocation& a = it->second;
-  if (at + bytes < at || at + bytes > it->first + a.bytes) return {};
-  return SharedRef{a.fd, 0, it->first, a.bytes, a.serial};
+  if (at + bytes < at || at + bytes > it->first + a.bytes) return none;
+  return SharedRef{a.fd, 0, it->first, a.bytes, a.serial, none.frees};
 }
 
 }  // namespace loom

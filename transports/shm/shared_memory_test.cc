@@ -1,15 +1,22 @@
-// Shareable allocations: lookups by address, bad frees named, and a second
-// process mapping the memory through /proc/<pid>/fd (what ShmConnection does).
+// Shareable allocations: lookups by address, bad frees named, a second
+// process mapping the memory through /proc/<pid>/fd, and ShmConnection's
+// views of a peer process's allocations (mapping, cache, bounds, refusal of
+// other files, release after the peer frees).
 #include "transports/shm/shared_memory.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "transports/shm/connection.h"
 
 namespace loom {
 namespace {
@@ -90,6 +97,110 @@ TEST(SharedMemory, AnotherProcessMapsIt) {
   EXPECT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
   ASSERT_TRUE(FreeShared(p).ok());
+}
+
+// A child process that owns shareable memory and obeys one-byte commands
+// from a pipe, answering each with a SharedRef on another.
+class Owner {
+ public:
+  Owner() {
+    EXPECT_EQ(pipe(to_), 0);
+    EXPECT_EQ(pipe(from_), 0);
+    pid_ = fork();
+    if (pid_ == 0) Serve();
+  }
+  ~Owner() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    for (int fd : {to_[0], to_[1], from_[0], from_[1]}) close(fd);
+  }
+  pid_t pid() const { return pid_; }
+  // 'a': allocate 1 MiB, fill it with i*3 and describe it; 'f': free the
+  // last allocation and describe "nothing" (with the new free count);
+  // 'n': describe /dev/null, opened in the child, as if it were shareable.
+  SharedRef Ask(char command) {
+    SharedRef ref;
+    EXPECT_EQ(write(to_[1], &command, 1), 1);
+    EXPECT_EQ(read(from_[0], &ref, sizeof(ref)), static_cast<ssize_t>(sizeof(ref)));
+    return ref;
+  }
+
+ private:
+  [[noreturn]] void Serve() {
+    void* last = nullptr;
+    char c;
+    while (read(to_[0], &c, 1) == 1) {
+      SharedRef ref;
+      if (c == 'a') {
+        auto p = AllocShared(1 << 20);
+        if (!p.ok()) _exit(2);
+        last = *p;
+        for (size_t i = 0; i < (1 << 20); ++i) static_cast<char*>(last)[i] = static_cast<char>(i * 3);
+        ref = FindShared(last, 1 << 20);
+      } else if (c == 'f') {
+        if (!FreeShared(last).ok()) _exit(3);
+        ref = FindShared(last, 1);
+      } else if (c == 'n') {
+        ref = SharedRef{open("/dev/null", O_RDONLY), 0, 0x10000, 4096, 999, SharedFrees()};
+      }
+      if (write(from_[1], &ref, sizeof(ref)) != static_cast<ssize_t>(sizeof(ref))) _exit(4);
+    }
+    _exit(0);
+  }
+  int to_[2], from_[2];
+  pid_t pid_ = -1;
+};
+
+// A connection to `peer` whose FIFOs are never used: PeerView needs none.
+std::unique_ptr<ShmConnection> ViewOnlyConnection(pid_t peer) {
+  std::vector<ShmSegment> segs;
+  for (const char* part : {"out", "in", "mbox"}) {
+    auto seg = ShmSegment::Create("/loom-viewtest-" + std::to_string(getpid()) + "-" + part, 4096);
+    EXPECT_TRUE(seg.ok()) << seg.status().ToString();
+    seg->Unlink();
+    segs.push_back(std::move(*seg));
+  }
+  return std::make_unique<ShmConnection>(1, "here", peer, std::move(segs[0]), std::move(segs[1]),
+                                         std::move(segs[2]));
+}
+
+TEST(SharedMemory, ConnectionViewsAPeerProcessesAllocation) {
+  Owner owner;
+  ASSERT_GT(owner.pid(), 0);
+  auto conn = ViewOnlyConnection(owner.pid());
+  const SharedRef a = owner.Ask('a');
+  ASSERT_TRUE(a.valid());
+  const auto* v = static_cast<const char*>(conn->PeerView(a.base + 100, 1000, a));
+  ASSERT_NE(v, nullptr);
+  for (size_t i = 0; i < 1000; ++i) ASSERT_EQ(v[i], static_cast<char>((100 + i) * 3)) << i;
+  EXPECT_EQ(conn->PeerView(a.base + 100, 1000, a), v);  // cached, not mapped again
+  EXPECT_EQ(conn->mapped_allocations(), 1u);
+  EXPECT_EQ(conn->PeerView(a.base + (1 << 20) - 10, 20, a), nullptr);  // past the end
+  EXPECT_EQ(conn->PeerView(a.base, 10, SharedRef{}), nullptr);         // not shareable
+  // A second allocation maps too; after the owner frees it, the next view
+  // (which carries the new free count) drops its mapping and keeps the first.
+  const SharedRef b = owner.Ask('a');
+  ASSERT_NE(conn->PeerView(b.base, 8, b), nullptr);
+  EXPECT_EQ(conn->mapped_allocations(), 2u);
+  const SharedRef freed = owner.Ask('f');
+  EXPECT_FALSE(freed.valid());
+  EXPECT_GT(freed.frees, b.frees);
+  EXPECT_EQ(conn->PeerView(0, 8, freed), nullptr);
+  EXPECT_EQ(conn->mapped_allocations(), 1u);
+  EXPECT_EQ(conn->PeerView(a.base, 8, a), v - 100);  // the first one is still there
+}
+
+TEST(SharedMemory, ConnectionRefusesAFileThatIsNotLoomMemory) {
+  Owner owner;
+  ASSERT_GT(owner.pid(), 0);
+  auto conn = ViewOnlyConnection(owner.pid());
+  const SharedRef fake = owner.Ask('n');
+  ASSERT_TRUE(fake.valid());
+  EXPECT_EQ(conn->PeerView(fake.base, 8, fake), nullptr);
+  EXPECT_EQ(conn->mapped_allocations(), 0u);
+  // From then on it does not try again (ReadPeer serves this peer).
+  const SharedRef real = owner.Ask('a');
+  EXPECT_EQ(conn->PeerView(real.base, 8, real), nullptr);
 }
 
 }  // namespace

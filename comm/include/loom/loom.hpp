@@ -201,8 +201,9 @@ Status GroupEnd();
 // faster between processes. Thread-safe. bytes must be > 0.
 Result<void*> AllocShared(size_t bytes);
 // Frees what AllocShared returned (InvalidUsage for anything else). Peers
-// that mapped it keep the pages until their communicator is destroyed or
-// has mapped 16 newer allocations of this process.
+// that mapped it keep the pages until their next direct read from this
+// process, until they have mapped 16 newer allocations of it, or until
+// their communicator is destroyed.
 Status FreeShared(void* p);
 
 // "0.1.0"
