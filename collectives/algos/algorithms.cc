@@ -303,10 +303,10 @@ Status SendRecv(Engine& e, const CollArgs& a, Deadline deadline) {
 }
 
 // ---- Single-copy algorithms for ranks of one host ----------------------
-// Peers' buffers are read directly: with plain loads through a mapping when
-// they are in shareable memory (ncclMemAlloc), else with a cross-memory read
-// (Connection::ReadPeer). The FIFOs carry only where the buffers are and
-// empty "done" messages.
+// Peers' buffers are read directly: with plain loads through a mapping
+// when they are in shareable memory (loom::AllocShared), else with a
+// cross-memory read (Connection::ReadPeer). The FIFOs carry only where the
+// buffers are and empty "done" messages.
 
 struct PeerBuffers {
   uint64_t send;
