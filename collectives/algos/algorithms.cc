@@ -489,15 +489,16 @@ Status RunDirect(Engine& e, int r, const CollArgs& a, Scratch& scratch, Deadline
 
 }  // namespace
 
-bool SharedDirectApplies(OpKind kind) {
-  return kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter ||
-         kind == OpKind::kAllGather;
+bool SharedDirectWorthAsking(OpKind kind, size_t bytes, int nranks) {
+  return nranks == 2 && bytes >= kSharedDirectMinBytes &&
+         (kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter ||
+          kind == OpKind::kAllGather);
 }
 
 Status RunDirectIfAllShared(Engine& e, int r, const CollArgs& a, Scratch& scratch,
                             Deadline deadline, bool* ran) {
   *ran = false;
-  if (!SharedDirectApplies(a.kind) || e.size() == 1) return Status::Ok();
+  if (e.size() == 1) return Status::Ok();
   std::vector<PeerBuffers> bufs;
   LOOM_TRY(ExchangeAddresses(e, r, a, &bufs, deadline));
   for (const PeerBuffers& b : bufs) {

@@ -50,15 +50,18 @@ Status RunAlgorithm(Engine& engine, int rank, Algo algo, const CollArgs& args, S
 // are served best by the Direct algorithms: plain loads from the mapped
 // peers, nothing through the FIFOs (2-rank all-reduce 1.1-2x the default
 // at 2-128 MiB on the development VM, docs/PERFORMANCE.md). Whether every
-// rank's buffers are shareable is known only after an exchange, so from
-// kSharedDirectMinBytes on (where that exchange was lost in the noise of
-// 2-rank runs) the caller runs this first: every rank tells every other
-// where its buffers are; if all of them are shareable it runs Direct over
-// them and sets *ran, otherwise it sets *ran = false and the caller runs
-// the algorithm it chose. Every rank reaches the same verdict. Needs
-// single-copy reads (one host).
+// rank's buffers are shareable is known only after an exchange, which every
+// rank must make, shareable buffers or not. SharedDirectWorthAsking says
+// where it is paid: two ranks, 1 MiB and up, where it was lost in the noise
+// (interleaved A/B at 1-4 MiB). With 4 ranks on 2 cores the all-to-all
+// exchange cost 8 % and with 8 ranks 40 % at the same sizes, so larger
+// communicators never ask. The answer depends only on values every rank
+// shares. RunDirectIfAllShared then exchanges the buffers' places; if every
+// rank's are shareable it runs Direct over them and sets *ran, otherwise it
+// sets *ran = false and the caller runs the algorithm it chose. Every rank
+// reaches the same verdict. Needs single-copy reads (one host).
 inline constexpr size_t kSharedDirectMinBytes = 1 << 20;
-bool SharedDirectApplies(OpKind kind);
+bool SharedDirectWorthAsking(OpKind kind, size_t bytes, int nranks);
 Status RunDirectIfAllShared(Engine& engine, int rank, const CollArgs& args, Scratch& scratch,
                             Deadline deadline, bool* ran);
 

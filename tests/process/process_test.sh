@@ -30,16 +30,19 @@ perf_shared_buffers)
     ! grep -q FAILED "$tmp/out.$algo" || fail "a check failed ($algo)"
     grep -q "mapped a shareable buffer of rank" "$tmp/out.$algo" || fail "no peer buffer was mapped ($algo)"
   done
-  # At 1 MiB the model's all-reduce (not Direct) gives way to Direct once
-  # every rank's buffers are shareable; with plain buffers it does not.
-  for reg in 1 0; do
-    NCCL_DEBUG=TRACE NCCL_DEBUG_SUBSYS=TUNING "$LOOM" run -np 3 -- "$LOOM" perf all_reduce -b 1M -e 1M \
-      -n 2 -w 1 -R $reg >"$tmp/ar.$reg" 2>&1 || fail "perf all_reduce -R $reg exited $?"
-    ! grep -q FAILED "$tmp/ar.$reg" || fail "a check failed (-R $reg)"
+  # At 1 MiB on 2 ranks the model's all-reduce (not Direct) gives way to
+  # Direct once every rank's buffers are shareable; with plain buffers, or
+  # with 3 ranks (which never ask), it does not.
+  for run in "2 1" "2 0" "3 1"; do
+    set -- $run
+    NCCL_DEBUG=TRACE NCCL_DEBUG_SUBSYS=TUNING "$LOOM" run -np $1 -- "$LOOM" perf all_reduce -b 1M -e 1M \
+      -n 2 -w 1 -R $2 >"$tmp/ar.$1.$2" 2>&1 || fail "perf all_reduce -np $1 -R $2 exited $?"
+    ! grep -q FAILED "$tmp/ar.$1.$2" || fail "a check failed (-np $1 -R $2)"
   done
-  grep -q "AllReduce: Direct instead, every rank's buffers are shareable" "$tmp/ar.1" ||
+  grep -q "AllReduce: Direct instead, every rank's buffers are shareable" "$tmp/ar.2.1" ||
     fail "all-reduce did not switch to Direct over shareable buffers"
-  ! grep -q "Direct instead" "$tmp/ar.0" || fail "plain buffers switched to Direct"
+  ! grep -q "Direct instead" "$tmp/ar.2.0" || fail "plain buffers switched to Direct"
+  ! grep -q "Direct instead" "$tmp/ar.3.1" || fail "3 ranks asked about shareable buffers"
   ;;
 perf_detects_corruption)
   "$LOOM" run -np 2 -- "$LOOM" perf all_reduce -b 1K -e 4K -f 2 --corrupt-for-test >"$tmp/out" 2>&1 && fail "corruption not detected"
