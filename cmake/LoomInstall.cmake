@@ -9,7 +9,7 @@ install(FILES
 # The static C++ library is the set of per-folder archives; install them all
 # and export them so find_package(loom) resolves loom::loom's dependencies.
 set(LOOM_EXPORTED_TARGETS loom_base loom_topology loom_reduce loom_patterns loom_transports loom_ib
-    loom_collectives loom_loom)
+    loom_ipc_cache loom_collectives loom_loom)
 if(TARGET loom_ucx)
   list(APPEND LOOM_EXPORTED_TARGETS loom_ucx)
 endif()
@@ -75,9 +75,9 @@ if(TARGET loom_ucx)
   string(APPEND LOOM_PC_REQUIRES " ucx")
 endif()
 if(TARGET loom_cuda)
-  list(APPEND LOOM_PC_ARCHIVES loom_cuda)
+  list(APPEND LOOM_PC_ARCHIVES loom_cuda loom_reduce_cuda)
 endif()
-foreach(t ${LOOM_PC_ARCHIVES} loom_transports loom_ib loom_reduce loom_topology loom_base)
+foreach(t ${LOOM_PC_ARCHIVES} loom_transports loom_ib loom_ipc_cache loom_reduce loom_topology loom_base)
   string(APPEND LOOM_PC_LIBS " -l${t}")
 endforeach()
 if(TARGET loom_cuda)

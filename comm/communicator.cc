@@ -242,7 +242,7 @@ Status Communicator::Impl::IssueOnStream(const CollArgs& args, GpuStream stream)
     return v;
   }
   if (space.value() == cuda::MemSpace::kHost) return IssueBlocking(args);
-  const Placement where{true, stream};
+  const Placement where{true, stream, ipc_.Handles(args.kind)};
   if (GroupDepth() > 0) {
     GroupAdd(this, args, where);
     return Status::Ok();
@@ -339,6 +339,12 @@ Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
 
 Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
   const size_t bytes = a.count * SizeOf(a.type);
+  if (a.device) {
+    Status s = ipc_.Run(*engine_, rank, a, deadline, abort_);
+    if (s.ok()) return s;
+    return s.WithContext(std::string(OpKindName(a.kind)) + " on device buffers (CUDA IPC) on rank " +
+                         std::to_string(rank) + " (" + host + ")");
+  }
   Choice c = SelectAlgo(a.kind, bytes, cost_, algo_filter_, tune_);
   const uint32_t kind_bit = 1u << static_cast<uint32_t>(a.kind);
   if (c.tune_ignored != Choice::TuneIgnored::kNo && (tune_warned_ & kind_bit) == 0) {

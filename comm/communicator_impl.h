@@ -18,6 +18,7 @@
 #include "collectives/algos/hierarchical.h"
 #include "collectives/select/selector.h"
 #include "comm/bootstrap/store_client.h"
+#include "comm/device_ipc.h"
 #include "comm/device_path.h"
 #include "comm/status_port.h"
 #include "loom/loom.hpp"
@@ -107,6 +108,7 @@ class Communicator::Impl {
   // that a transport (UCX) may still read or write until the engine closes.
   Scratch scratch_;
   DevicePath device_;  // before engine_ too: abandoned transfers may use its pinned blocks
+  DeviceIpc ipc_;      // device buffers read in place through CUDA IPC (when enabled)
   std::unique_ptr<Engine> engine_;
   AlgoFilter algo_filter_;
   uint32_t algo_warned_ = 0;  // bit per OpKind: NCCL_ALGO fallback already logged

@@ -86,6 +86,7 @@ void SetDeviceOpsForTesting(cuda::DeviceOps* ops) { g_test_ops.store(ops); }
 
 // One pinned staging block and the events of the op on one stream that uses
 // it. Free for reuse once `drained` completed (the H2D copies out of it ran).
+// Blocks of 0 bytes carry only the events (streams whose items are all IPC).
 struct DevicePath::Block {
   void* mem = nullptr;
   size_t bytes = 0;
@@ -174,7 +175,7 @@ Result<DevicePath::Block*> DevicePath::Acquire(size_t bytes) {
     for (auto it = blocks_.begin(); it != blocks_.end();) {
       Block& b = **it;
       Result<bool> free = ops_->QueryEvent(b.drained);
-      if (!b.staging && b.bytes < bytes && free.ok() && free.value()) {
+      if (!b.staging && b.bytes > 0 && b.bytes < bytes && free.ok() && free.value()) {
         ops_->DestroyEvent(b.ready);
         ops_->DestroyEvent(b.drained);
         ops_->FreePinned(b.mem);
@@ -184,9 +185,12 @@ Result<DevicePath::Block*> DevicePath::Acquire(size_t bytes) {
       }
     }
     auto b = std::make_unique<Block>();
-    b->bytes = BlockSizeFor(bytes);
-    LOOM_ASSIGN_OR_RETURN(b->mem, ops_->AllocPinned(b->bytes));
-    ++allocations_;
+    // A stream with only in-place (IPC) items needs the events, no memory.
+    b->bytes = bytes == 0 ? 0 : BlockSizeFor(bytes);
+    if (b->bytes > 0) {
+      LOOM_ASSIGN_OR_RETURN(b->mem, ops_->AllocPinned(b->bytes));
+      ++allocations_;
+    }
     Result<cuda::EventHandle> ready = ops_->CreateEvent();
     Result<cuda::EventHandle> drained = ops_->CreateEvent();
     if (!ready.ok() || !drained.ok()) {
@@ -229,7 +233,7 @@ Status DevicePath::StageAndQueue(std::vector<CollArgs> items, const std::vector<
   for (cuda::StreamHandle stream : streams) {
     size_t need = 0;
     for (size_t i = 0; i < items.size(); ++i) {
-      if (!where[i].device || where[i].stream != stream) continue;
+      if (!where[i].device || where[i].ipc || where[i].stream != stream) continue;
       const Extents e = ExtentsOf(items[i], rank, size);
       need += AlignUp(e.send) + AlignUp(e.recv);
     }
@@ -252,6 +256,10 @@ Status DevicePath::StageAndQueue(std::vector<CollArgs> items, const std::vector<
     for (size_t i = 0; i < items.size() && failed.ok(); ++i) {
       if (!where[i].device || where[i].stream != stream) continue;
       CollArgs& a = items[i];
+      if (where[i].ipc) {
+        a.device = true;  // read in place on the device, after `ready`
+        continue;
+      }
       const Extents e = ExtentsOf(a, rank, size);
       const void* user_send = a.send;
       void* user_recv = a.recv;

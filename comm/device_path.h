@@ -24,10 +24,13 @@
 
 namespace loom {
 
-// How one issued item is placed: device items are staged and ordered on `stream`.
+// How one issued item is placed: device items are ordered on `stream`, and
+// staged through pinned host memory unless `ipc` (then the device reads the
+// peers' buffers in place, comm/device_ipc.h).
 struct Placement {
   bool device = false;
   cuda::StreamHandle stream = nullptr;
+  bool ipc = false;
 };
 
 // One queued operation's device side (defined in device_path.cc). Shared
@@ -64,7 +67,8 @@ class DevicePath {
   // Stages `items` (those with where[i].device; others are left alone) and
   // hands them with their StagedOp to `queue`, under one lock so that
   // sequence order is queue order. Rewrites the device pointers of `items`
-  // to pinned regions. Returns once everything is enqueued on the streams;
+  // to pinned regions, except for `ipc` items, which keep them and are
+  // marked CollArgs::device (their streams only wait). Returns once everything is enqueued on the streams;
   // an enqueue failure is returned (the streams are then released).
   using QueueFn = std::function<void(std::vector<CollArgs>, std::shared_ptr<StagedOp>)>;
   Status StageAndQueue(std::vector<CollArgs> items, const std::vector<Placement>& where, int rank,
@@ -81,6 +85,8 @@ class DevicePath {
 
   // Pinned staging blocks allocated so far (for tests: no growth at steady state).
   size_t staging_allocations() const;
+  // The device layer in use; null when every buffer is host memory.
+  cuda::DeviceOps* ops() const { return ops_; }
 
  private:
   struct Block;

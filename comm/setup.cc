@@ -42,6 +42,7 @@ struct PeerInfo {
   std::string transports;   // EncodeTransportRecord: what this rank can use, its knobs
   std::string ucx_address;  // UCP worker address (binary); "" without a UCX context
   int64_t nic_mbps = -1;    // speed of the socket interface; -1 unknown (topology/job.h)
+  std::string gpu;          // DeviceIpc::LocalRecord: "" without a device
 };
 
 // A known value peers read from our address space to prove that single-copy
@@ -60,6 +61,7 @@ std::string Encode(const PeerInfo& p) {
   w.Str(p.transports);
   w.Str(p.ucx_address);
   w.U64(static_cast<uint64_t>(p.nic_mbps));
+  w.Str(p.gpu);
   std::string frame = w.Frame(bootstrap::MsgType::kAllGather);
   return frame.substr(8);  // payload only
 }
@@ -76,6 +78,7 @@ Result<PeerInfo> Decode(const std::string& s, int rank) {
   p.transports = r.Str();
   p.ucx_address = r.Str();
   p.nic_mbps = static_cast<int64_t>(r.U64());
+  p.gpu = r.Str();
   if (r.failed()) return InternalError("malformed setup record from rank " + std::to_string(rank));
   return p;
 }
@@ -241,6 +244,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   mine.hostname = impl->host;
   mine.pid = getpid();
   mine.read_probe = reinterpret_cast<uint64_t>(&kReadProbe);
+  mine.gpu = DeviceIpc::LocalRecord(impl->device_.ops());
   Status no_interface;
   std::string ifname;
   std::optional<NetInterface> socket_if;
@@ -483,6 +487,13 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     return s.ok() ? RemoteError("communicator aborted") : s;
   };
   impl->engine_ = std::make_unique<Engine>(std::move(eo), std::move(conns));
+  {
+    std::vector<std::string> gpus;
+    for (const PeerInfo& p : peers) gpus.push_back(p.gpu);
+    LOOM_TRY(impl->ipc_.Setup(impl->device_.ops(), *impl->store_, rank, gpus, host_ids, pids,
+                              deadline)
+                 .WithContext(who));
+  }
   // Everyone connected before anyone sends.
   LOOM_TRY(impl->store_->Barrier("connected", deadline));
   impl->worker_ = std::thread([raw] { raw->WorkerLoop(); });

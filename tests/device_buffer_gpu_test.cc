@@ -1,7 +1,8 @@
 // GPU test (label gpu, skips without a device): device-buffer conformance for
 // every collective x datatype x op with 2 and 4 processes on one GPU, through
-// the real DeviceOps (CUDA runtime, cuStreamWaitValue64), staged via pinned
-// host memory over the host transports.
+// the real DeviceOps (CUDA runtime, cuStreamWaitValue64): collectives read
+// peers' buffers through CUDA IPC (the default) or, with NCCL_P2P_DISABLE=1,
+// are staged via pinned host memory over the host transports.
 //
 // Every rank is a forked child; the parent never calls CUDA (a CUDA context
 // does not survive fork), it only hosts the rendezvous store and collects
@@ -69,7 +70,9 @@ int Rank(int from_parent, int rank, int size) {
   return failed ? 1 : 0;
 }
 
-void RunProcesses(int size) {
+// `p2p_disable`: the children run with NCCL_P2P_DISABLE=1 (staged path).
+void RunProcesses(int size, bool p2p_disable = false) {
+  if (p2p_disable) setenv("NCCL_P2P_DISABLE", "1", 1);
   std::vector<pid_t> pids;
   std::vector<int> pipes;
   for (int r = 0; r < size; ++r) {
@@ -83,6 +86,7 @@ void RunProcesses(int size) {
     }
     close(fds[0]);
     pids.push_back(pid);
+    if (r == size - 1) unsetenv("NCCL_P2P_DISABLE");
     pipes.push_back(fds[1]);
   }
   auto id = UniqueId::Create();  // after the forks: the store thread lives here only
@@ -107,6 +111,7 @@ void RunProcesses(int size) {
 
 TEST(DeviceBuffersOnGpu, EveryCollectiveTwoProcessesOneGpu) { RunProcesses(2); }
 TEST(DeviceBuffersOnGpu, EveryCollectiveFourProcessesOneGpu) { RunProcesses(4); }
+TEST(DeviceBuffersOnGpu, EveryCollectiveTwoProcessesStaged) { RunProcesses(2, true); }
 
 }  // namespace
 }  // namespace loom::testing

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 
+#include "comm/device_ipc.h"
 #include "comm/device_path.h"
 #include "tests/device_conformance.h"
 #include "tests/harness.h"
@@ -42,14 +43,36 @@ class FakeHooks final : public DeviceHooks {
   GpuStream stream_;
 };
 
-class DeviceBuffers : public ::testing::Test {
+// Parameter: whether CUDA IPC is on (the default with one "GPU") or device
+// buffers are staged through pinned host memory (NCCL_P2P_DISABLE=1).
+class DeviceBuffers : public ::testing::TestWithParam<bool> {
  protected:
-  void SetUp() override { SetDeviceOpsForTesting(&fake_); }
-  void TearDown() override { SetDeviceOpsForTesting(nullptr); }
+  void SetUp() override {
+    SetDeviceOpsForTesting(&fake_);
+    if (!GetParam()) setenv("NCCL_P2P_DISABLE", "1", 1);
+  }
+  void TearDown() override {
+    unsetenv("NCCL_P2P_DISABLE");
+    unsetenv("NCCL_P2P_LEVEL");
+    SetDeviceOpsForTesting(nullptr);
+  }
+  bool ipc() const { return GetParam(); }
   cuda::FakeDeviceOps fake_;
 };
 
-TEST_F(DeviceBuffers, EveryCollectiveOnTwoThreeAndFourRanks) {
+// Tests of the staging itself.
+class StagedDeviceBuffers : public DeviceBuffers {};
+// Tests of the IPC path itself.
+class IpcDeviceBuffers : public DeviceBuffers {};
+
+std::string ModeName(const ::testing::TestParamInfo<bool>& info) {
+  return info.param ? "Ipc" : "Staged";
+}
+INSTANTIATE_TEST_SUITE_P(Modes, DeviceBuffers, ::testing::Bool(), ModeName);
+INSTANTIATE_TEST_SUITE_P(Staged, StagedDeviceBuffers, ::testing::Values(false), ModeName);
+INSTANTIATE_TEST_SUITE_P(Ipc, IpcDeviceBuffers, ::testing::Values(true), ModeName);
+
+TEST_P(DeviceBuffers, EveryCollectiveOnTwoThreeAndFourRanks) {
   const bool quick = std::getenv("LOOM_TEST_QUICK") != nullptr;
   std::vector<DataType> types = {DataType::kInt8,    DataType::kUint8,   DataType::kInt32,
                                  DataType::kUint32,  DataType::kInt64,   DataType::kUint64,
@@ -63,9 +86,17 @@ TEST_F(DeviceBuffers, EveryCollectiveOnTwoThreeAndFourRanks) {
       CheckDeviceCollectives(c, h, types, counts);
     });
   }
+  // The reductions ran as device kernels exactly when IPC is on.
+  if (ipc()) {
+    EXPECT_GT(fake_.reduce_launches(), 0u);
+    EXPECT_GT(fake_.ipc_opens(), 0u);
+  } else {
+    EXPECT_EQ(fake_.reduce_launches(), 0u);
+    EXPECT_EQ(fake_.ipc_opens(), 0u);
+  }
 }
 
-TEST_F(DeviceBuffers, CollectiveStartsAfterEarlierStreamWorkAndReturnsAtOnce) {
+TEST_P(DeviceBuffers, CollectiveStartsAfterEarlierStreamWorkAndReturnsAtOnce) {
   RunRanks(2, [&](Communicator& c) {
     const size_t count = 4096;
     GpuStream s = fake_.CreateStream();
@@ -90,7 +121,7 @@ TEST_F(DeviceBuffers, CollectiveStartsAfterEarlierStreamWorkAndReturnsAtOnce) {
   });
 }
 
-TEST_F(DeviceBuffers, MixedDeviceAndHostBuffersAreInvalidUsageNamingEach) {
+TEST_P(DeviceBuffers, MixedDeviceAndHostBuffersAreInvalidUsageNamingEach) {
   RunRanks(1, [&](Communicator& c) {
     GpuStream s = fake_.CreateStream();
     void* dev = fake_.AllocDevice(64);
@@ -109,7 +140,7 @@ TEST_F(DeviceBuffers, MixedDeviceAndHostBuffersAreInvalidUsageNamingEach) {
   });
 }
 
-TEST_F(DeviceBuffers, HostBuffersWithAStreamBehaveAsTheBlockingForm) {
+TEST_P(DeviceBuffers, HostBuffersWithAStreamBehaveAsTheBlockingForm) {
   RunRanks(2, [&](Communicator& c) {
     GpuStream s = fake_.CreateStream();
     int32_t x[3] = {1, 2, 3}, y[3] = {};
@@ -120,7 +151,7 @@ TEST_F(DeviceBuffers, HostBuffersWithAStreamBehaveAsTheBlockingForm) {
   EXPECT_EQ(fake_.pinned_allocations(), 0u);  // no staging for host memory
 }
 
-TEST_F(DeviceBuffers, AbortReleasesAStreamWaitingForAPeer) {
+TEST_P(DeviceBuffers, AbortReleasesAStreamWaitingForAPeer) {
   std::atomic<bool> done{false};
   RunRanks(2, [&](Communicator& c) {
     if (c.rank() == 1) {  // never joins the all-reduce: rank 0's stream would wait forever
@@ -142,7 +173,7 @@ TEST_F(DeviceBuffers, AbortReleasesAStreamWaitingForAPeer) {
   });
 }
 
-TEST_F(DeviceBuffers, AbortReleasesAStreamWhoseEarlierWorkNeverFinishes) {
+TEST_P(DeviceBuffers, AbortReleasesAStreamWhoseEarlierWorkNeverFinishes) {
   RunRanks(1, [&](Communicator& c) {
     GpuStream s = fake_.CreateStream();
     void* buf = fake_.AllocDevice(64);
@@ -159,7 +190,7 @@ TEST_F(DeviceBuffers, AbortReleasesAStreamWhoseEarlierWorkNeverFinishes) {
   });
 }
 
-TEST_F(DeviceBuffers, EnqueueFailureIsACudaErrorAndFailsTheCommunicator) {
+TEST_P(StagedDeviceBuffers, EnqueueFailureIsACudaErrorAndFailsTheCommunicator) {
   RunRanks(1, [&](Communicator& c) {
     GpuStream s = fake_.CreateStream();
     void* buf = fake_.AllocDevice(64);
@@ -172,7 +203,7 @@ TEST_F(DeviceBuffers, EnqueueFailureIsACudaErrorAndFailsTheCommunicator) {
   });
 }
 
-TEST_F(DeviceBuffers, GroupOverTwoStreamsReleasesEachAndReturnsOnceEnqueued) {
+TEST_P(DeviceBuffers, GroupOverTwoStreamsReleasesEachAndReturnsOnceEnqueued) {
   RunRanks(2, [&](Communicator& c) {
     GpuStream a = fake_.CreateStream(), b = fake_.CreateStream();
     auto* x = static_cast<int32_t*>(fake_.AllocDevice(16));
@@ -196,7 +227,7 @@ TEST_F(DeviceBuffers, GroupOverTwoStreamsReleasesEachAndReturnsOnceEnqueued) {
   });
 }
 
-TEST_F(DeviceBuffers, PinnedStagingIsReusedAtSteadyState) {
+TEST_P(StagedDeviceBuffers, PinnedStagingIsReusedAtSteadyState) {
   RunRanks(2, [&](Communicator& c) {
     GpuStream s = fake_.CreateStream();
     const size_t count = 100000;
@@ -227,6 +258,89 @@ TEST_F(DeviceBuffers, PinnedStagingIsReusedAtSteadyState) {
     EXPECT_EQ(fake_.pinned_allocations(), after_first);
   });
   EXPECT_EQ(fake_.pinned_live(), 0u) << "a destroyed communicator leaks pinned memory";
+}
+
+TEST_P(IpcDeviceBuffers, PeersAreMappedOnceAndEachBlockIsReducedOnce) {
+  constexpr int kOps = 20;
+  RunRanks(2, [&](Communicator& c) {
+    GpuStream s = fake_.CreateStream();
+    const size_t count = 10000;
+    auto* send = static_cast<float*>(fake_.AllocDevice(count * 4));
+    auto* recv = static_cast<float*>(fake_.AllocDevice(count * 4));
+    for (size_t i = 0; i < count; ++i) send[i] = static_cast<float>(i % 7) + c.rank();
+    for (int i = 0; i < kOps; ++i) {
+      ASSERT_TRUE(c.AllReduce(send, recv, count, DataType::kFloat32, RedOp::kSum, s).ok());
+    }
+    ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(recv[i], 2 * static_cast<float>(i % 7) + 1) << "element " << i;
+    }
+    ASSERT_TRUE(c.Barrier().ok());
+  });
+  // Each rank maps the peer's send and receive buffers once, and reduces
+  // its own block once per operation (one peer to add).
+  EXPECT_EQ(fake_.ipc_opens(), 4u);
+  EXPECT_EQ(fake_.reduce_launches(), 2u * kOps);
+  EXPECT_EQ(fake_.pinned_allocations(), 2u) << "only each communicator's signal word";
+}
+
+TEST_P(IpcDeviceBuffers, AReallocatedPeerBufferIsMappedAfresh) {
+  RunRanks(2, [&](Communicator& c) {
+    GpuStream s = fake_.CreateStream();
+    for (int round = 0; round < 3; ++round) {
+      auto* buf = static_cast<int64_t*>(fake_.AllocDevice(64 * 8));
+      for (int i = 0; i < 64; ++i) buf[i] = (round + 1) * (c.rank() + 1);
+      ASSERT_TRUE(c.AllReduce(buf, buf, 64, DataType::kInt64, RedOp::kSum, s).ok());
+      ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+      EXPECT_EQ(buf[63], 3 * (round + 1));
+      ASSERT_TRUE(c.Barrier().ok());  // the peer is done with it before it is freed
+      fake_.FreeDevice(buf);
+    }
+  });
+  EXPECT_EQ(fake_.ipc_opens(), 6u);  // in place: one buffer per rank per round
+}
+
+TEST_P(IpcDeviceBuffers, P2pLevelLocStillAllowsOneSharedGpu) {
+  setenv("NCCL_P2P_LEVEL", "LOC", 1);
+  RunRanks(2, [&](Communicator& c) {
+    GpuStream s = fake_.CreateStream();
+    auto* buf = static_cast<int32_t*>(fake_.AllocDevice(4 * 4));
+    buf[0] = c.rank() + 5;
+    ASSERT_TRUE(c.AllReduce(buf, buf, 4, DataType::kInt32, RedOp::kMax, s).ok());
+    ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+    EXPECT_EQ(buf[0], 6);
+  });
+  EXPECT_GT(fake_.reduce_launches(), 0u);
+}
+
+TEST_P(IpcDeviceBuffers, AnUnknownP2pLevelStagesInstead) {
+  setenv("NCCL_P2P_LEVEL", "NEARBY", 1);
+  RunRanks(2, [&](Communicator& c) {
+    GpuStream s = fake_.CreateStream();
+    auto* buf = static_cast<int32_t*>(fake_.AllocDevice(4 * 4));
+    buf[0] = c.rank() + 5;
+    ASSERT_TRUE(c.AllReduce(buf, buf, 4, DataType::kInt32, RedOp::kMax, s).ok());
+    ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+    EXPECT_EQ(buf[0], 6);
+  });
+  EXPECT_EQ(fake_.reduce_launches(), 0u);
+  EXPECT_GT(fake_.pinned_allocations(), 1u);
+}
+
+TEST(P2pLevel, NamesLegacyIntegersAndErrors) {
+  using topology::PathType;
+  EXPECT_EQ(ParseP2pLevel("").value(), PathType::kPxb);
+  EXPECT_EQ(ParseP2pLevel("0").value(), PathType::kLoc);
+  EXPECT_EQ(ParseP2pLevel("1").value(), PathType::kPix);
+  EXPECT_EQ(ParseP2pLevel("3").value(), PathType::kPhb);
+  EXPECT_EQ(ParseP2pLevel("5").value(), PathType::kSys);
+  EXPECT_EQ(ParseP2pLevel("nvl").value(), PathType::kNvl);
+  EXPECT_EQ(ParseP2pLevel("SYS").value(), PathType::kSys);
+  for (const char* bad : {"6", "NET", "far", "-1"}) {
+    Result<PathType> r = ParseP2pLevel(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find(bad), std::string::npos) << r.status().message();
+  }
 }
 
 }  // namespace

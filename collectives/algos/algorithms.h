@@ -29,6 +29,9 @@ struct CollArgs {
   DataType type = DataType::kFloat32;
   RedOp op = RedOp::kSum;
   int root = 0;  // Broadcast/Reduce root; Send/Recv peer
+  // The buffers are device memory, read and written only by device work
+  // (comm/device_ipc.h); the host algorithms never see such arguments.
+  bool device = false;
 };
 
 // Grow-only scratch memory owned by a communicator, pre-faulted when it grows

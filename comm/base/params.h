@@ -76,6 +76,8 @@ extern const IntParam kSocketNthreads;
 extern const IntParam kNsocksPerthread;
 extern const BoolParam kShmDisable;
 extern const BoolParam kShmSingleCopy;
+extern const BoolParam kP2pDisable;
+extern const StringParam kP2pLevel;
 extern const StringParam kNet;
 extern const BoolParam kIbDisable;
 extern const StringParam kRequireTransport;

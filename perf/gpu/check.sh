@@ -81,6 +81,7 @@ tests = json.load(sys.stdin).get("tests", [])
 print(" ".join(sorted({os.path.basename(t["command"][0]) if t.get("command") else t["name"]
                        for t in tests})))')
   targets="$targets cuda_runtime_test ipc_test staging_plan_test reduce_ops_test reduce_cuda_bench"
+  targets="$targets device_allreduce_bench"
   # The device path's CPU-side tests (fake device), where the full project configured.
   targets="$targets fake_device_ops_test device_buffer_test"
   # Keep the names that are targets (a test of a program built under another
@@ -95,9 +96,9 @@ fi
 # --- tests and benchmark ------------------------------------------------------------
 if [ "$mode" != none ]; then
   phase "unit tests (CUDA layer)" 120 ctest --test-dir "$BUILD" --output-on-failure \
-    -R '^(cuda_runtime_test|ipc_test|staging_plan_test|reduce_ops_test|fake_device_ops_test|DeviceBuffers\..*)$'
+    -R '^(cuda_runtime_test|ipc_test|staging_plan_test|reduce_ops_test|fake_device_ops_test|(Modes|Staged|Ipc)/.*DeviceBuffers\..*|P2pLevel\..*)$'
   phase "gpu tests (ctest -L gpu)" 240 ctest --test-dir "$BUILD" --output-on-failure \
-    --no-tests=error -L gpu -E reduce_cuda_bench_quick
+    --no-tests=error -L gpu -E '(reduce_cuda_bench_quick|device_allreduce_bench_quick)'
   # On a GPU machine nothing may skip: a skip there means the device was not found.
   if grep -q '\*\*\*Skipped' "$LOG"; then
     note "some tests SKIPPED on a machine that should have a GPU"
@@ -106,6 +107,12 @@ if [ "$mode" != none ]; then
   fi
   bench=$(find "$BUILD" -name reduce_cuda_bench -type f -perm -u+x | head -1)
   phase "reduce benchmark" 120 "$bench" --bytes $((256 << 20)) --iters 20
+  # All-reduce busbw between 2 processes on the one GPU: IPC, then staged.
+  arbench=$(find "$BUILD" -name device_allreduce_bench -type f -perm -u+x | head -1)
+  if [ -n "$arbench" ]; then
+    phase "all-reduce busbw, 2 processes, CUDA IPC" 90 "$arbench" -n 2 -b 8 -e 256M
+    phase "all-reduce busbw, 2 processes, staged" 90 "$arbench" -n 2 -b 8 -e 256M --p2p-disable
+  fi
 fi
 
 # --- summary ------------------------------------------------------------------------
@@ -119,6 +126,8 @@ fi
   grep -E '^([0-9]+% tests passed|.*\*\*\*(Skipped|Failed|Timeout)|.*\(Failed\))' "$LOG" | head -30
   echo
   grep -E '^(device [0-9]+:|\| )' "$LOG"
+  echo
+  grep -E '^(# device all-reduce|#? +[0-9size]+ )' "$LOG"
 } | tee "$MD"
 echo "full log: $LOG"
 exit $failed

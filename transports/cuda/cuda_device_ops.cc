@@ -7,11 +7,13 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <memory>
 #include <mutex>
 #include <thread>
 
+#include "collectives/reduce/cuda/reduce_cuda.h"
 #include "comm/base/log.h"
 #include "transports/cuda/cuda_runtime.h"
 #include "transports/cuda/device_ops.h"
@@ -130,6 +132,63 @@ class CudaOps final : public DeviceOps {
     return CudaStatus(err, "cudaLaunchHostFunc(stream wait)");
   }
 
+  Result<StreamHandle> NewStream() override {
+    cudaStream_t s = nullptr;
+    LOOM_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+  }
+
+  void DestroyStream(StreamHandle stream) override {
+    if (stream != nullptr) (void)cudaStreamDestroy(stream);
+  }
+
+  Status ReduceAsync(void* dst, const void* a, const void* b, size_t count, DataType type,
+                     RedOp op, StreamHandle stream) override {
+    return CudaReduceInto(dst, a, b, count, type, op == RedOp::kAvg ? RedOp::kSum : op, stream);
+  }
+
+  Status ScaleForAvgAsync(void* buf, size_t count, DataType type, int nranks,
+                          StreamHandle stream) override {
+    return CudaScaleForAvg(buf, count, type, nranks, stream);
+  }
+
+  Result<void*> AllocScratch(size_t bytes) override {
+    void* p = nullptr;
+    LOOM_TRY(CudaStatus(cudaMalloc(&p, bytes), "cudaMalloc(" + std::to_string(bytes) + " bytes)"));
+    return p;
+  }
+
+  void FreeScratch(void* p) override {
+    if (p != nullptr) (void)cudaFree(p);
+  }
+
+  IpcBackend& ipc() override {
+    std::call_once(ipc_once_, [this] { ipc_ = MakeCudaIpcBackend(); });
+    return *ipc_;
+  }
+
+  Result<std::string> CurrentBusId() override {
+    int dev = 0;
+    LOOM_CUDA_TRY(cudaGetDevice(&dev));
+    char id[32] = {};
+    LOOM_CUDA_TRY(cudaDeviceGetPCIBusId(id, sizeof(id), dev));
+    std::string s(id);
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  }
+
+  Result<bool> CanAccessPeer(const std::string& bus_id) override {
+    int dev = 0, peer = -1, ok = 0;
+    LOOM_CUDA_TRY(cudaGetDevice(&dev));
+    if (cudaDeviceGetByPCIBusId(&peer, bus_id.c_str()) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;  // not visible to this process (CUDA_VISIBLE_DEVICES)
+    }
+    if (peer == dev) return true;
+    LOOM_CUDA_TRY(cudaDeviceCanAccessPeer(&ok, dev, peer));
+    return ok != 0;
+  }
+
  private:
   // Whether the current device takes 64-bit stream waits; decided once
   // (loom's processes use one device) and logged.
@@ -149,7 +208,8 @@ class CudaOps final : public DeviceOps {
     return mem_ops_;
   }
 
-  std::once_flag once_;
+  std::once_flag once_, ipc_once_;
+  std::unique_ptr<IpcBackend> ipc_;
   DriverWaitFns fns_;
   bool mem_ops_ = false;
 };

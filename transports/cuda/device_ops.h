@@ -6,8 +6,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "comm/base/status.h"
+#include "loom/types.hpp"
+#include "transports/cuda/ipc.h"
 
 // The opaque types CUDA declares: a cudaStream_t is a CUstream_st*, a
 // cudaEvent_t a CUevent_st*. Declaring them here keeps CUDA headers out.
@@ -67,6 +70,40 @@ class DeviceOps {
   // >= `value`. The wait holds no SM and no host thread in CudaDeviceOps
   // when the device supports stream memory operations.
   virtual Status StreamWaitValue(StreamHandle stream, const uint64_t* word, uint64_t value) = 0;
+
+  // --- What the CUDA IPC path (comm/device_ipc.h) needs ---
+
+  // A stream of the communicator's own (non-blocking with respect to the
+  // legacy default stream), and its release. DestroyStream(nullptr) is a no-op.
+  virtual Result<StreamHandle> NewStream() = 0;
+  virtual void DestroyStream(StreamHandle stream) = 0;
+
+  // Stream-ordered reduction kernels with the semantics of ReduceInto and
+  // ScaleForAvg (collectives/reduce/reduce.h); pointers may be the device's
+  // own memory or a peer's mapped through ipc().
+  virtual Status ReduceAsync(void* dst, const void* a, const void* b, size_t count, DataType type,
+                             RedOp op, StreamHandle stream) = 0;
+  virtual Status ScaleForAvgAsync(void* buf, size_t count, DataType type, int nranks,
+                                  StreamHandle stream) = 0;
+
+  // Device memory of the current GPU for the communicator's own use
+  // (cudaMalloc: may synchronise the device, so callers keep and reuse it).
+  virtual Result<void*> AllocScratch(size_t bytes) = 0;
+  virtual void FreeScratch(void* p) = 0;
+
+  // Export and mapping of device allocations between processes (owned by
+  // the implementation, alive as long as it is).
+  virtual IpcBackend& ipc() = 0;
+  // True when Open works on an export of this very process (the fake); the
+  // CUDA runtime refuses that, so peers in one process use raw pointers.
+  virtual bool ipc_within_process() const { return false; }
+
+  // The PCI bus id of the current device ("0000:3b:00.0", lower case), which
+  // names the GPU the same way in every process of the host.
+  virtual Result<std::string> CurrentBusId() = 0;
+  // Whether the current device can map memory of the GPU at `bus_id`
+  // (another GPU of this host); false when this process cannot see it.
+  virtual Result<bool> CanAccessPeer(const std::string& bus_id) = 0;
 };
 
 #if LOOM_HAVE_CUDA

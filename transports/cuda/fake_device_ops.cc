@@ -6,7 +6,10 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <thread>
+
+#include "collectives/reduce/reduce.h"
 
 namespace loom::cuda {
 
@@ -196,7 +199,7 @@ void* FakeDeviceOps::AllocDevice(size_t bytes) {
   auto mem = std::make_unique<char[]>(n);  // value-initialised: zeroed
   char* p = mem.get();
   std::lock_guard<std::mutex> lock(mu_);
-  device_.emplace(p, DeviceAlloc{std::move(mem), n});
+  device_.emplace(p, DeviceAlloc{std::move(mem), n, ++next_serial_});
   return p;
 }
 
@@ -221,5 +224,76 @@ size_t FakeDeviceOps::Pending(StreamHandle stream) {
   FakeStream* s = Find(stream);
   return s == nullptr ? 0 : s->Pending();
 }
+
+void FakeDeviceOps::DestroyStream(StreamHandle stream) {
+  std::unique_ptr<FakeStream> gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = streams_.begin(); it != streams_.end(); ++it) {
+      if (reinterpret_cast<StreamHandle>(it->get()) == stream) {
+        gone = std::move(*it);
+        streams_.erase(it);
+        break;
+      }
+    }
+  }
+  // Destroyed outside the lock: it runs what is queued first.
+}
+
+Status FakeDeviceOps::ReduceAsync(void* dst, const void* a, const void* b, size_t count,
+                                  DataType type, RedOp op, StreamHandle stream) {
+  FakeStream* s = Find(stream);
+  if (s == nullptr) return InvalidArgument("fake ReduceAsync: unknown stream");
+  ++reduce_launches_;
+  s->Push([=] { ReduceInto(dst, a, b, count, type, op == RedOp::kAvg ? RedOp::kSum : op); });
+  return Status::Ok();
+}
+
+Status FakeDeviceOps::ScaleForAvgAsync(void* buf, size_t count, DataType type, int nranks,
+                                       StreamHandle stream) {
+  FakeStream* s = Find(stream);
+  if (s == nullptr) return InvalidArgument("fake ScaleForAvgAsync: unknown stream");
+  s->Push([=] { ScaleForAvg(buf, count, type, nranks); });
+  return Status::Ok();
+}
+
+Result<bool> FakeDeviceOps::CanAccessPeer(const std::string& bus_id) {
+  return bus_id == "0000:00:00.0";
+}
+
+// The handle carries the allocation's base and serial.
+Result<IpcExport> FakeDeviceOps::FakeIpc::Export(const void* ptr) {
+  const char* p = static_cast<const char*>(ptr);
+  std::lock_guard<std::mutex> lock(ops_.mu_);
+  auto it = ops_.device_.upper_bound(p);
+  if (it == ops_.device_.begin() || p >= std::prev(it)->first + std::prev(it)->second.bytes) {
+    return InvalidArgument("fake IPC export: not device memory");
+  }
+  --it;
+  IpcExport e;
+  const uint64_t base = reinterpret_cast<uint64_t>(it->first);
+  std::memcpy(e.handle.data(), &base, sizeof(base));
+  std::memcpy(e.handle.data() + 8, &it->second.serial, sizeof(uint64_t));
+  e.base = base;
+  e.size = it->second.bytes;
+  e.offset = static_cast<uint64_t>(p - it->first);
+  return e;
+}
+
+Result<void*> FakeDeviceOps::FakeIpc::Open(const IpcExport& e) {
+  uint64_t base = 0, serial = 0;
+  std::memcpy(&base, e.handle.data(), sizeof(base));
+  std::memcpy(&serial, e.handle.data() + 8, sizeof(serial));
+  std::lock_guard<std::mutex> lock(ops_.mu_);
+  auto it = ops_.device_.find(reinterpret_cast<const char*>(base));
+  if (it == ops_.device_.end() || it->second.serial != serial) {
+    return Status(Code::kUnhandledCudaError,
+                  "cudaIpcOpenMemHandle failed: cudaErrorInvalidValue (fake: allocation freed)");
+  }
+  ++ops_.ipc_opens_;
+  return reinterpret_cast<void*>(base);
+}
+
+void FakeDeviceOps::FakeIpc::Close(void*) { ++ops_.ipc_closes_; }
 
 }  // namespace loom::cuda

@@ -38,6 +38,22 @@ class FakeDeviceOps final : public DeviceOps {
   Status RecordEvent(EventHandle event, StreamHandle stream) override;
   Result<bool> QueryEvent(EventHandle event) override;
   Status StreamWaitValue(StreamHandle stream, const uint64_t* word, uint64_t value) override;
+  Result<StreamHandle> NewStream() override { return CreateStream(); }
+  void DestroyStream(StreamHandle stream) override;
+  Status ReduceAsync(void* dst, const void* a, const void* b, size_t count, DataType type,
+                     RedOp op, StreamHandle stream) override;
+  Status ScaleForAvgAsync(void* buf, size_t count, DataType type, int nranks,
+                          StreamHandle stream) override;
+  Result<void*> AllocScratch(size_t bytes) override { return AllocDevice(bytes); }
+  void FreeScratch(void* p) override {
+    if (p != nullptr) FreeDevice(p);
+  }
+  // Exports name a live "device" allocation; Open gives back its base (one
+  // process), and fails once the allocation was freed.
+  IpcBackend& ipc() override { return ipc_; }
+  bool ipc_within_process() const override { return true; }
+  Result<std::string> CurrentBusId() override { return std::string("0000:00:00.0"); }
+  Result<bool> CanAccessPeer(const std::string& bus_id) override;
 
   // --- what a test drives ---
   // A new stream (never nullptr: the fake has no legacy default stream).
@@ -57,11 +73,26 @@ class FakeDeviceOps final : public DeviceOps {
   size_t pinned_live() const;
   // A failure the next CopyAsync returns, as a CUDA error would.
   void FailNextCopy() { fail_next_copy_.store(true); }
+  // IPC opens and closes so far, and reduction kernels launched.
+  size_t ipc_opens() const { return ipc_opens_.load(); }
+  size_t ipc_closes() const { return ipc_closes_.load(); }
+  size_t reduce_launches() const { return reduce_launches_.load(); }
 
  private:
   class FakeStream;
   struct FakeEvent;
   FakeStream* Find(StreamHandle stream);
+
+  class FakeIpc final : public IpcBackend {
+   public:
+    explicit FakeIpc(FakeDeviceOps& ops) : ops_(ops) {}
+    Result<IpcExport> Export(const void* ptr) override;
+    Result<void*> Open(const IpcExport& e) override;
+    void Close(void* mapped_base) override;
+
+   private:
+    FakeDeviceOps& ops_;
+  };
 
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<FakeStream>> streams_;
@@ -69,12 +100,16 @@ class FakeDeviceOps final : public DeviceOps {
   struct DeviceAlloc {
     std::unique_ptr<char[]> mem;
     size_t bytes;
+    uint64_t serial;  // distinguishes a reallocation at the same address
   };
   std::map<const char*, DeviceAlloc> device_;  // by base address
   std::map<void*, std::unique_ptr<char[]>> pinned_;
   std::atomic<size_t> pinned_allocs_{0};
   std::atomic<bool> fail_next_copy_{false};
   std::atomic<bool> stopping_{false};
+  uint64_t next_serial_ = 0;
+  std::atomic<size_t> ipc_opens_{0}, ipc_closes_{0}, reduce_launches_{0};
+  FakeIpc ipc_{*this};
 };
 
 }  // namespace loom::cuda

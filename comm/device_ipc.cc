@@ -1,0 +1,403 @@
+// DeviceIpc: the setup verdict and the device-side Direct collectives over
+// CUDA IPC mappings (see device_ipc.h).
+#include "comm/device_ipc.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <thread>
+
+#include "collectives/patterns/ring.h"
+#include "comm/base/log.h"
+#include "comm/base/params.h"
+#include "comm/bootstrap/store_client.h"
+#include "topology/discover.h"
+
+namespace loom {
+
+namespace {
+
+constexpr uint32_t kRecordMagic = 0x6c6f6970;  // "loip"
+constexpr auto kDrainWait = std::chrono::seconds(10);
+
+// What a rank tells its peers about one operation's buffers.
+struct OpRecord {
+  cuda::IpcExport send;
+  cuda::IpcExport recv;
+  uint32_t magic = kRecordMagic;
+  uint8_t has_send = 0;
+  uint8_t has_recv = 0;
+  uint8_t pad[2] = {};
+  uint64_t count = 0;  // of the operation, to name a mismatch
+};
+
+struct ParsedRecord {
+  std::string bus_id;
+  bool p2p_disable = false;
+  std::string level;
+};
+
+std::optional<ParsedRecord> ParseRecord(const std::string& s) {
+  // "<bus id>|<0 or 1>|<level text>"
+  const size_t a = s.find('|');
+  if (a == std::string::npos) return std::nullopt;
+  const size_t b = s.find('|', a + 1);
+  if (b == std::string::npos) return std::nullopt;
+  return ParsedRecord{s.substr(0, a), s.substr(a + 1, b - a - 1) == "1", s.substr(b + 1)};
+}
+
+Transfer MakeTransfer(const CollArgs& a, Transfer::Dir dir, int peer, size_t bytes) {
+  Transfer t;
+  t.dir = dir;
+  t.peer = peer;
+  t.kind = a.kind;
+  t.bytes = bytes;
+  t.type = DataType::kUint8;
+  return t;
+}
+
+// Every rank sends `mine` to every peer and receives theirs into `all`.
+Status ExchangeRecords(Engine& e, int r, const CollArgs& a, const OpRecord& mine,
+                std::vector<OpRecord>* all, Deadline deadline) {
+  const int n = e.size();
+  all->assign(n, OpRecord{});
+  (*all)[r] = mine;
+  std::vector<Transfer> t;
+  t.reserve(2 * n);
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    Transfer s = MakeTransfer(a, Transfer::Dir::kSend, p, sizeof(OpRecord));
+    s.src = &mine;
+    t.push_back(s);
+    Transfer v = MakeTransfer(a, Transfer::Dir::kRecv, p, sizeof(OpRecord));
+    v.dst = &(*all)[p];
+    t.push_back(v);
+  }
+  return e.Run(t, deadline);
+}
+
+// An empty message to and from every peer: "my part is done".
+Status SyncAll(Engine& e, int r, const CollArgs& a, Deadline deadline) {
+  std::vector<Transfer> t;
+  t.reserve(2 * e.size());
+  for (int p = 0; p < e.size(); ++p) {
+    if (p == r) continue;
+    t.push_back(MakeTransfer(a, Transfer::Dir::kSend, p, 0));
+    t.push_back(MakeTransfer(a, Transfer::Dir::kRecv, p, 0));
+  }
+  return e.Run(t, deadline);
+}
+
+const char* At(const void* base, size_t byte_offset) {
+  return static_cast<const char*>(base) + byte_offset;
+}
+char* At(void* base, size_t byte_offset) { return static_cast<char*>(base) + byte_offset; }
+
+}  // namespace
+
+Result<topology::PathType> ParseP2pLevel(std::string_view text) {
+  using topology::PathType;
+  if (text.empty()) return PathType::kPxb;
+  if (text.size() == 1 && text[0] >= '0' && text[0] <= '5') {
+    static constexpr PathType kLegacy[] = {PathType::kLoc, PathType::kPix, PathType::kPxb,
+                                           PathType::kPhb, PathType::kSys, PathType::kSys};
+    return kLegacy[text[0] - '0'];
+  }
+  Result<PathType> t = topology::ParsePathType(text);
+  if (!t.ok() || t.value() == PathType::kNet) {
+    return InvalidArgument("NCCL_P2P_LEVEL='" + std::string(text) +
+                           "' is not LOC, NVL, PIX, PXB, PHB, SYS or 0-5");
+  }
+  return t;
+}
+
+std::string DeviceIpc::LocalRecord(cuda::DeviceOps* ops) {
+  if (ops == nullptr) return "";
+  Result<std::string> bus = ops->CurrentBusId();
+  if (!bus.ok()) {
+    LOOM_WARN(log::kInit, "cannot name this rank's GPU (%s): device buffers will be staged",
+              bus.status().ToString().c_str());
+    return "";
+  }
+  return bus.value() + "|" + (params::kP2pDisable.Get() ? "1" : "0") + "|" +
+         params::kP2pLevel.Get();
+}
+
+Status DeviceIpc::Setup(cuda::DeviceOps* ops, bootstrap::StoreClient& store, int rank,
+                        const std::vector<std::string>& records,
+                        const std::vector<std::string>& host_ids, const std::vector<int>& pids,
+                        Deadline deadline) {
+  ops_ = ops;
+  rank_ = rank;
+  pids_ = pids;
+  enabled_ = false;
+  const int n = static_cast<int>(records.size());
+  // 1. From the records alone: the same answer on every rank.
+  std::vector<ParsedRecord> parsed(n);
+  topology::PathType level = topology::PathType::kSys;
+  for (int r = 0; r < n; ++r) {
+    std::optional<ParsedRecord> p = ParseRecord(records[r]);
+    if (!p) {
+      why_not_ = "rank " + std::to_string(r) + " has no usable GPU";
+      return Status::Ok();
+    }
+    if (host_ids[r] != host_ids[0]) {
+      why_not_ = "the ranks span several hosts";
+      return Status::Ok();
+    }
+    if (p->p2p_disable) {
+      why_not_ = "NCCL_P2P_DISABLE=1 on rank " + std::to_string(r);
+      return Status::Ok();
+    }
+    Result<topology::PathType> l = ParseP2pLevel(p->level);
+    if (!l.ok()) {
+      why_not_ = "rank " + std::to_string(r) + ": " + l.status().message();
+      if (r == rank) LOOM_WARN(log::kInit | log::kP2P, "%s; device buffers are staged", why_not_.c_str());
+      return Status::Ok();
+    }
+    level = std::min(level, l.value());
+    parsed[r] = *p;
+  }
+  // 2. What only this process can tell: can it map each peer's GPU, and how
+  // far is it?
+  std::string local_why;
+  std::optional<topology::Topology> topo;
+  for (int q = 0; q < n && local_why.empty(); ++q) {
+    const std::string& mine = parsed[rank].bus_id;
+    const std::string& theirs = parsed[q].bus_id;
+    topology::PathType path = topology::PathType::kLoc;
+    if (theirs != mine) {
+      Result<bool> can = ops->CanAccessPeer(theirs);
+      if (!can.ok() || !can.value()) {
+        local_why = "rank " + std::to_string(rank) + " cannot map GPU " + theirs + " of rank " +
+                    std::to_string(q) + (can.ok() ? "" : " (" + can.status().message() + ")");
+        break;
+      }
+      // Classified from the host topology; PHB when it does not show both GPUs.
+      path = topology::PathType::kPhb;
+      if (!topo) {
+        Result<topology::Topology> t = topology::LocalTopology();
+        topo = t.ok() ? t.value() : topology::Topology{};
+      }
+      const int a = topo->FindBusId(mine), b = topo->FindBusId(theirs);
+      if (a >= 0 && b >= 0) path = topology::ClassifyPath(*topo, a, b).type;
+    }
+    if (path > level) {
+      local_why = "GPU " + mine + " (rank " + std::to_string(rank) + ") and GPU " + theirs +
+                  " (rank " + std::to_string(q) + ") are " + std::string(topology::Name(path)) +
+                  " apart, beyond NCCL_P2P_LEVEL " + std::string(topology::Name(level));
+    }
+  }
+  LOOM_ASSIGN_OR_RETURN(auto verdicts, store.AllGather("device-ipc", local_why, deadline));
+  for (int r = 0; r < n; ++r) {
+    if (!verdicts[r].empty()) {
+      why_not_ = verdicts[r];
+      LOOM_INFO(log::kInit | log::kP2P, "rank %d: device buffers staged through host memory: %s",
+                rank, why_not_.c_str());
+      return Status::Ok();
+    }
+  }
+  cache_ = std::make_unique<cuda::IpcMappingCache>(&ops->ipc());
+  enabled_ = true;
+  why_not_.clear();
+  LOOM_INFO(log::kInit | log::kP2P,
+            "rank %d: device buffers via P2P/IPC with all %d ranks (GPU %s, NCCL_P2P_LEVEL %s)",
+            rank, n, parsed[rank].bus_id.c_str(), std::string(topology::Name(level)).c_str());
+  return Status::Ok();
+}
+
+DeviceIpc::~DeviceIpc() {
+  if (!have_stream_) {
+    cache_.reset();
+    return;
+  }
+  // Kernels of a failed operation may still read peers' mappings: let them
+  // finish before the mappings close (bounded, as DevicePath does).
+  const auto until = std::chrono::steady_clock::now() + kDrainWait;
+  bool drained = false;
+  if (ops_->RecordEvent(done_, stream_).ok()) {
+    for (;;) {
+      Result<bool> q = ops_->QueryEvent(done_);
+      drained = !q.ok() || q.value();
+      if (drained || std::chrono::steady_clock::now() >= until) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  if (!drained) {
+    LOOM_WARN(log::kP2P, "device work of the communicator does not finish; leaking its stream "
+                         "and peer mappings rather than closing them under it");
+    (void)cache_.release();
+    return;
+  }
+  ops_->FreeScratch(scratch_);
+  ops_->DestroyEvent(done_);
+  ops_->DestroyStream(stream_);
+  cache_.reset();
+}
+
+Status DeviceIpc::EnsureStream() {
+  if (have_stream_) return Status::Ok();
+  LOOM_ASSIGN_OR_RETURN(stream_, ops_->NewStream());
+  Result<cuda::EventHandle> e = ops_->CreateEvent();
+  if (!e.ok()) {
+    ops_->DestroyStream(stream_);
+    return e.status();
+  }
+  done_ = e.value();
+  have_stream_ = true;
+  return Status::Ok();
+}
+
+Status DeviceIpc::WaitDevice(Deadline deadline, const std::atomic<bool>& abort) {
+  LOOM_TRY(ops_->RecordEvent(done_, stream_));
+  auto backoff = std::chrono::microseconds(1);
+  for (;;) {
+    LOOM_ASSIGN_OR_RETURN(const bool done, ops_->QueryEvent(done_));
+    if (done) return Status::Ok();
+    if (abort.load()) return RemoteError("aborted while device copies and reductions ran");
+    if (deadline.expired()) return TimeoutError("device copies and reductions did not finish in time");
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::microseconds(100));
+  }
+}
+
+Result<void*> DeviceIpc::Scratch(size_t bytes) {
+  if (scratch_bytes_ < bytes) {
+    ops_->FreeScratch(scratch_);  // the last operation's sync: nobody reads it
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
+    LOOM_ASSIGN_OR_RETURN(scratch_, ops_->AllocScratch(bytes));
+    scratch_bytes_ = bytes;
+  }
+  return scratch_;
+}
+
+Result<const void*> DeviceIpc::PeerPointer(int peer, const cuda::IpcExport& e, bool present) {
+  if (!present) return static_cast<const void*>(nullptr);
+  // One process: CUDA refuses to open its own handles, and needs no mapping.
+  if (pids_[peer] == pids_[rank_] && !ops_->ipc_within_process()) {
+    return reinterpret_cast<const void*>(e.base + e.offset);
+  }
+  LOOM_ASSIGN_OR_RETURN(void* p, cache_->Map(peer, e));
+  return static_cast<const void*>(p);
+}
+
+cuda::IpcMappingCache::Stats DeviceIpc::mapping_stats() const {
+  return cache_ ? cache_->stats() : cuda::IpcMappingCache::Stats{};
+}
+
+Status DeviceIpc::Run(Engine& e, int r, const CollArgs& a, Deadline deadline,
+                      const std::atomic<bool>& abort) {
+  const int n = e.size();
+  const size_t es = SizeOf(a.type);
+  const size_t bytes = a.count * es;
+  if (bytes == 0 && a.kind != OpKind::kBarrier) return Status::Ok();
+  LOOM_TRY(EnsureStream());
+  ++operations_;
+  const bool root = r == a.root;
+  // Which buffers peers read from this rank.
+  bool share_send = false, share_recv = false;
+  switch (a.kind) {
+    case OpKind::kAllReduce: share_send = share_recv = true; break;
+    case OpKind::kBroadcast: share_send = root; break;
+    case OpKind::kReduceScatter:
+    case OpKind::kAllGather:
+    case OpKind::kReduce:
+    case OpKind::kAllToAll: share_send = true; break;
+    default: return InternalError(std::string("CUDA IPC path has no ") + OpKindName(a.kind));
+  }
+  const void* send = a.send;
+  if (a.kind == OpKind::kAllToAll && a.send == a.recv) {
+    // In place: peers read a snapshot while this rank overwrites its buffer.
+    LOOM_ASSIGN_OR_RETURN(void* snap, Scratch(bytes * n));
+    LOOM_TRY(ops_->CopyAsync(snap, a.send, bytes * n, stream_));
+    LOOM_TRY(WaitDevice(deadline, abort));
+    send = snap;
+  }
+  OpRecord mine;
+  mine.count = a.count;
+  if (share_send && n > 1) {
+    LOOM_ASSIGN_OR_RETURN(mine.send, ops_->ipc().Export(send));
+    mine.has_send = 1;
+  }
+  if (share_recv && n > 1) {
+    LOOM_ASSIGN_OR_RETURN(mine.recv, ops_->ipc().Export(a.recv));
+    mine.has_recv = 1;
+  }
+  std::vector<OpRecord> all;
+  LOOM_TRY(ExchangeRecords(e, r, a, mine, &all, deadline));
+  std::vector<const void*> psend(n), precv(n);
+  for (int p = 0; p < n; ++p) {
+    if (p == r) {
+      psend[p] = send;
+      precv[p] = a.recv;
+      continue;
+    }
+    if (all[p].magic != kRecordMagic || all[p].count != a.count) {
+      return InvalidUsage("rank " + std::to_string(p) + " did not run the same " +
+                          OpKindName(a.kind) + " of " + std::to_string(a.count) +
+                          " elements on device memory (every rank must pass device buffers "
+                          "when CUDA IPC is on; NCCL_P2P_DISABLE=1 stages through host memory)");
+    }
+    LOOM_ASSIGN_OR_RETURN(psend[p], PeerPointer(p, all[p].send, all[p].has_send != 0));
+    LOOM_ASSIGN_OR_RETURN(precv[p], PeerPointer(p, all[p].recv, all[p].has_recv != 0));
+  }
+  const RedOp op = a.op == RedOp::kAvg ? RedOp::kSum : a.op;
+  // dst = reduction of `len` bytes at `off` of every rank's send buffer,
+  // this rank's first, then the others in rank order.
+  auto reduce_all = [&](void* dst, size_t off, size_t count) -> Status {
+    if (count == 0) return Status::Ok();
+    const void* acc = At(psend[r], off);
+    if (n == 1 && dst != acc) return ops_->CopyAsync(dst, acc, count * es, stream_);
+    for (int p = 0; p < n; ++p) {
+      if (p == r) continue;
+      LOOM_TRY(ops_->ReduceAsync(dst, acc, At(psend[p], off), count, a.type, op, stream_));
+      acc = dst;
+    }
+    if (a.op == RedOp::kAvg) LOOM_TRY(ops_->ScaleForAvgAsync(dst, count, a.type, n, stream_));
+    return Status::Ok();
+  };
+  auto copy = [&](void* dst, const void* src, size_t len) -> Status {
+    if (len == 0 || dst == src) return Status::Ok();
+    return ops_->CopyAsync(dst, src, len, stream_);
+  };
+  switch (a.kind) {
+    case OpKind::kAllReduce: {
+      const patterns::Range mine_block = patterns::BlockRange(a.count, n, r, std::max<size_t>(1, 64 / es));
+      LOOM_TRY(reduce_all(At(a.recv, mine_block.offset * es), mine_block.offset * es, mine_block.count));
+      LOOM_TRY(WaitDevice(deadline, abort));
+      LOOM_TRY(SyncAll(e, r, a, deadline));  // every block final
+      for (int p = 0; p < n; ++p) {
+        if (p == r) continue;
+        const patterns::Range b = patterns::BlockRange(a.count, n, p, std::max<size_t>(1, 64 / es));
+        LOOM_TRY(copy(At(a.recv, b.offset * es), At(precv[p], b.offset * es), b.count * es));
+      }
+      break;
+    }
+    case OpKind::kReduceScatter:
+      LOOM_TRY(reduce_all(a.recv, static_cast<size_t>(r) * bytes, a.count));
+      break;
+    case OpKind::kAllGather:
+      for (int p = 0; p < n; ++p) LOOM_TRY(copy(At(a.recv, p * bytes), psend[p], bytes));
+      break;
+    case OpKind::kBroadcast:
+      LOOM_TRY(copy(a.recv, psend[a.root], bytes));
+      break;
+    case OpKind::kReduce:
+      if (root) LOOM_TRY(reduce_all(a.recv, 0, a.count));
+      break;
+    case OpKind::kAllToAll:
+      for (int p = 0; p < n; ++p) {
+        LOOM_TRY(copy(At(a.recv, p * bytes), At(psend[p], static_cast<size_t>(r) * bytes), bytes));
+      }
+      break;
+    default:
+      break;
+  }
+  LOOM_TRY(WaitDevice(deadline, abort));
+  // Nobody returns (and lets its stream change its buffers) while a peer reads.
+  return SyncAll(e, r, a, deadline);
+}
+
+}  // namespace loom

@@ -1,0 +1,114 @@
+// DeviceIpc: collectives on device buffers of ranks that share a host, with
+// the device reading peers' buffers directly through CUDA IPC mappings
+// instead of staging them through host memory.
+//
+// Setup (once per communicator, in Communicator::Create): every rank
+// publishes its GPU's PCI bus id and its NCCL_P2P_DISABLE / NCCL_P2P_LEVEL in
+// the setup record. The IPC path is on only if all ranks share one host, all
+// have a device, none disabled P2P, and every rank can map every other
+// rank's GPU over a path no farther than the most restrictive rank's level
+// (one GPU shared by several processes is LOC, always allowed). Each rank
+// checks the last part itself and the verdicts are all-gathered, so every
+// rank takes the same path for every operation.
+//
+// Per operation (the worker thread, after the user stream's earlier work
+// finished, see device_path.h): ranks swap IpcExports of the buffers the
+// operation touches over the communicator's transports, map them once
+// (IpcMappingCache), and enqueue copies and reduction kernels on the
+// communicator's own stream that read the peers' buffers:
+//   all-reduce      reduce my block from every send buffer; sync; copy the
+//                   other blocks from their owners' receive buffers; sync
+//   reduce-scatter  reduce my block from every send buffer; sync
+//   all-gather      copy every rank's send buffer into my receive buffer; sync
+//   broadcast       copy the root's send buffer; sync
+//   reduce          the root reduces from every send buffer; sync
+//   all-to-all      copy block r of every send buffer (in place: of a
+//                   snapshot in scratch device memory); sync
+// "sync" is an empty message to and from every peer once this rank's device
+// work completed, so no buffer changes while a peer still reads it. Each
+// block is reduced by one rank in one order (own first, then peers by rank),
+// so all ranks end bit-identical. Send/Recv keep the staged path.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "collectives/algos/algorithms.h"
+#include "comm/base/status.h"
+#include "topology/paths.h"
+#include "transports/cuda/device_ops.h"
+#include "transports/engine.h"
+
+namespace loom {
+
+namespace bootstrap {
+class StoreClient;
+}
+
+// NCCL_P2P_LEVEL: a path name (LOC, NVL, PIX, PXB, PHB, SYS; NVB and NODE
+// too) or NCCL's legacy integers 0-5 (LOC, PIX, PXB, PHB, SYS, SYS). Empty
+// means NCCL's default, PXB. InvalidArgument naming the value otherwise.
+Result<topology::PathType> ParseP2pLevel(std::string_view text);
+
+class DeviceIpc {
+ public:
+  DeviceIpc() = default;
+  // Waits (bounded) for the communicator's stream, then releases it and
+  // every mapping.
+  ~DeviceIpc();
+  DeviceIpc(const DeviceIpc&) = delete;
+  DeviceIpc& operator=(const DeviceIpc&) = delete;
+
+  // This rank's part of the setup record: "" without device ops, else the
+  // bus id and the P2P settings. Never fails; a bad NCCL_P2P_LEVEL is
+  // reported by Setup.
+  static std::string LocalRecord(cuda::DeviceOps* ops);
+
+  // Decides whether the IPC path is on (see the file comment). `records`
+  // are every rank's LocalRecord; the verdict round over `store` runs only
+  // when the records allow IPC, which every rank computes alike.
+  Status Setup(cuda::DeviceOps* ops, bootstrap::StoreClient& store, int rank,
+               const std::vector<std::string>& records, const std::vector<std::string>& host_ids,
+               const std::vector<int>& pids, Deadline deadline);
+
+  bool enabled() const { return enabled_; }
+  // Why the IPC path is off ("" when on), for logs and tests.
+  const std::string& why_not() const { return why_not_; }
+  // Whether a device-buffer operation of `kind` runs here (else it is staged).
+  bool Handles(OpKind kind) const { return enabled_ && kind != OpKind::kSendRecv; }
+
+  // Runs one collective whose buffers are device memory. Blocks until this
+  // rank's device work for it completed and every peer is done reading this
+  // rank's buffers; kTimeout at `deadline`, RemoteError once `abort` is set.
+  Status Run(Engine& engine, int rank, const CollArgs& a, Deadline deadline,
+             const std::atomic<bool>& abort);
+
+  // Peer allocations mapped so far and collectives run (for tests).
+  cuda::IpcMappingCache::Stats mapping_stats() const;
+  uint64_t operations() const { return operations_; }
+
+ private:
+  struct Buffers;  // device_ipc.cc
+  Status EnsureStream();
+  Status WaitDevice(Deadline deadline, const std::atomic<bool>& abort);
+  Result<void*> Scratch(size_t bytes);
+  Result<const void*> PeerPointer(int peer, const cuda::IpcExport& e, bool present);
+
+  cuda::DeviceOps* ops_ = nullptr;
+  bool enabled_ = false;
+  std::string why_not_ = "no device";
+  std::vector<int> pids_;
+  int rank_ = 0;
+  std::unique_ptr<cuda::IpcMappingCache> cache_;
+  cuda::StreamHandle stream_ = nullptr;
+  cuda::EventHandle done_ = nullptr;
+  bool have_stream_ = false;
+  void* scratch_ = nullptr;  // device memory for in-place all-to-all
+  size_t scratch_bytes_ = 0;
+  uint64_t operations_ = 0;
+};
+
+}  // namespace loom
