@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "comm/base/log.h"
+#include "comm/base/params.h"
 #if LOOM_HAVE_CUDA
 #include "transports/cuda/cuda_runtime.h"
 #endif
@@ -103,7 +104,9 @@ struct StagedOp {
   cuda::DeviceOps* ops = nullptr;
 };
 
-DevicePath::DevicePath() : ops_(DefaultDeviceOps()) {}
+DevicePath::DevicePath()
+    : ops_(DefaultDeviceOps()),
+      chunk_bytes_(static_cast<size_t>(std::max<int64_t>(4096, params::kCudaStagingChunk.Get()))) {}
 
 DevicePath::~DevicePath() {
   if (ops_ == nullptr) return;
@@ -210,10 +213,78 @@ Result<DevicePath::Block*> DevicePath::Acquire(size_t bytes) {
   return best;
 }
 
+Status DevicePath::StageChunks(const CollArgs& a, cuda::StreamHandle stream, int rank, int size,
+                               size_t chunk_elems, const QueueFn& queue) {
+  const size_t es = SizeOf(a.type);
+  struct Chunk {
+    CollArgs args;  // pointers rewritten to the block
+    void* user_recv;
+    size_t recv_bytes;
+    Block* block;
+    std::shared_ptr<StagedOp> op;
+  };
+  std::vector<Chunk> chunks;
+  Status failed;
+  // 1. Every chunk's input to pinned memory, each followed by its `ready`.
+  for (size_t off = 0; off < a.count && failed.ok(); off += chunk_elems) {
+    Chunk c;
+    c.args = a;
+    c.args.count = std::min(chunk_elems, a.count - off);
+    const Extents e = ExtentsOf(c.args, rank, size);
+    Result<Block*> block = Acquire(AlignUp(e.send) + AlignUp(e.recv));
+    if (!block.ok()) {
+      failed = block.status();
+      break;
+    }
+    c.block = block.value();
+    char* base = static_cast<char*>(c.block->mem);
+    const char* user_send = a.send != nullptr ? static_cast<const char*>(a.send) + off * es : nullptr;
+    c.user_recv = a.recv != nullptr ? static_cast<char*>(a.recv) + off * es : nullptr;
+    c.recv_bytes = e.recv;
+    c.args.send = e.send > 0 ? base : nullptr;
+    c.args.recv = e.recv > 0 ? base + AlignUp(e.send) : nullptr;
+    c.op = std::make_shared<StagedOp>();
+    c.op->seq = ++next_seq_;
+    c.op->ops = ops_;
+    c.op->ready.push_back(c.block->ready);
+    if (e.send > 0) failed = ops_->CopyAsync(const_cast<void*>(c.args.send), user_send, e.send, stream);
+    if (failed.ok()) failed = ops_->RecordEvent(c.block->ready, stream);
+    chunks.push_back(std::move(c));
+  }
+  // 2. Each chunk's results back once the host finished it.
+  for (Chunk& c : chunks) {
+    if (failed.ok()) failed = ops_->StreamWaitValue(stream, done_seq_, c.op->seq);
+    if (failed.ok() && c.recv_bytes > 0) {
+      failed = ops_->CopyAsync(c.user_recv, c.args.recv, c.recv_bytes, stream);
+    }
+    if (failed.ok()) failed = ops_->RecordEvent(c.block->drained, stream);
+  }
+  for (Chunk& c : chunks) c.block->staging = false;
+  if (!failed.ok()) return failed;
+  for (Chunk& c : chunks) queue({c.args}, std::move(c.op));
+  return Status::Ok();
+}
+
 Status DevicePath::StageAndQueue(std::vector<CollArgs> items, const std::vector<Placement>& where,
                                  int rank, int size, const QueueFn& queue) {
   std::lock_guard<std::mutex> lock(mu_);
   LOOM_TRY(EnsureSignal());
+  if (items.size() == 1 && where[0].device && !where[0].ipc) {
+    const CollArgs& a = items.front();
+    const size_t chunk_elems = std::max<size_t>(1, chunk_bytes_ / SizeOf(a.type));
+    const bool elementwise = a.kind == OpKind::kAllReduce || a.kind == OpKind::kBroadcast ||
+                             a.kind == OpKind::kReduce;
+    if (elementwise && a.count > chunk_elems) {
+      Status s = StageChunks(a, where[0].stream, rank, size, chunk_elems, queue);
+      if (!s.ok()) {
+        // Part of the work may be on the stream already: let it run through.
+        released_ = true;
+        std::atomic_ref<uint64_t>(*done_seq_).store(kReleased, std::memory_order_release);
+        return s.WithContext("enqueueing device staging for " + std::string(OpKindName(a.kind)));
+      }
+      return Status::Ok();
+    }
+  }
   auto op = std::make_shared<StagedOp>();
   op->seq = ++next_seq_;
   op->ops = ops_;

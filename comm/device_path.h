@@ -64,6 +64,12 @@ class DevicePath {
   // host memory.
   Result<cuda::MemSpace> Classify(const CollArgs& a, int rank) const;
 
+  // A single staged all-reduce, broadcast or reduce larger than the chunk
+  // (LOOM_CUDA_STAGING_CHUNK) is split into one operation per chunk, each
+  // with its own sequence number: the stream copies every chunk to pinned
+  // memory first, then waits for and copies back each in turn, so the
+  // device-to-host copies, the host algorithm and the copies back overlap.
+  //
   // Stages `items` (those with where[i].device; others are left alone) and
   // hands them with their StagedOp to `queue`, under one lock so that
   // sequence order is queue order. Rewrites the device pointers of `items`
@@ -92,6 +98,9 @@ class DevicePath {
   struct Block;
   Result<Block*> Acquire(size_t bytes);  // mu_ held
   Status EnsureSignal();                 // mu_ held
+  // The chunked form of StageAndQueue (see there); mu_ held.
+  Status StageChunks(const CollArgs& a, cuda::StreamHandle stream, int rank, int size,
+                     size_t chunk_elems, const QueueFn& queue);
 
   cuda::DeviceOps* ops_;
   mutable std::mutex mu_;
@@ -99,6 +108,7 @@ class DevicePath {
   size_t allocations_ = 0;
   uint64_t* done_seq_ = nullptr;  // pinned signal word; UINT64_MAX once released for good
   uint64_t next_seq_ = 0;
+  size_t chunk_bytes_ = 0;  // LOOM_CUDA_STAGING_CHUNK, read at creation
   bool released_ = false;  // ReleaseAll ran (before or after the word existed)
 };
 

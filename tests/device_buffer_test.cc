@@ -54,6 +54,7 @@ class DeviceBuffers : public ::testing::TestWithParam<bool> {
   void TearDown() override {
     unsetenv("NCCL_P2P_DISABLE");
     unsetenv("NCCL_P2P_LEVEL");
+    unsetenv("LOOM_CUDA_STAGING_CHUNK");
     SetDeviceOpsForTesting(nullptr);
   }
   bool ipc() const { return GetParam(); }
@@ -258,6 +259,46 @@ TEST_P(StagedDeviceBuffers, PinnedStagingIsReusedAtSteadyState) {
     EXPECT_EQ(fake_.pinned_allocations(), after_first);
   });
   EXPECT_EQ(fake_.pinned_live(), 0u) << "a destroyed communicator leaks pinned memory";
+}
+
+TEST_P(StagedDeviceBuffers, LargeOperationsArePipelinedInChunks) {
+  // 4 KiB chunks: every all-reduce, broadcast and reduce below is split,
+  // with a remainder chunk, and must still be exact in and out of place.
+  setenv("LOOM_CUDA_STAGING_CHUNK", "4096", 1);
+  const std::vector<DataType> types = {DataType::kInt8, DataType::kFloat16, DataType::kFloat32,
+                                       DataType::kFloat64};
+  for (int n : {2, 3}) {
+    RunRanks(n, [&](Communicator& c) {
+      FakeHooks h(fake_);
+      CheckDeviceCollectives(c, h, types, {4099, 9000});
+    });
+  }
+  unsetenv("LOOM_CUDA_STAGING_CHUNK");
+  // One block per chunk in flight, not one for the whole buffer.
+  EXPECT_GE(fake_.pinned_allocations(), 3u + 3u);
+}
+
+TEST_P(StagedDeviceBuffers, ChunksCompleteInStreamOrder) {
+  setenv("LOOM_CUDA_STAGING_CHUNK", "4096", 1);
+  RunRanks(2, [&](Communicator& c) {
+    GpuStream s = fake_.CreateStream();
+    const size_t count = 10000;  // 40 KB of int32: 10 chunks
+    auto* buf = static_cast<int32_t*>(fake_.AllocDevice(count * 4));
+    std::atomic<bool> gate{false};
+    fake_.Enqueue(s, [&] {
+      while (!gate.load()) std::this_thread::sleep_for(milliseconds(1));
+      for (size_t i = 0; i < count; ++i) buf[i] = static_cast<int32_t>(i) * (c.rank() + 1);
+    });
+    ASSERT_TRUE(c.AllReduce(buf, buf, count, DataType::kInt32, RedOp::kSum, s).ok());
+    std::this_thread::sleep_for(milliseconds(20));
+    EXPECT_EQ(buf[count - 1], 0) << "a chunk ran before the stream's earlier work";
+    gate = true;
+    ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+    for (size_t i = 0; i < count; i += 997) EXPECT_EQ(buf[i], static_cast<int32_t>(3 * i)) << i;
+    EXPECT_EQ(buf[count - 1], static_cast<int32_t>(3 * (count - 1)));
+    EXPECT_TRUE(c.AsyncError().ok());
+  });
+  unsetenv("LOOM_CUDA_STAGING_CHUNK");
 }
 
 TEST_P(IpcDeviceBuffers, PeersAreMappedOnceAndEachBlockIsReducedOnce) {

@@ -195,6 +195,8 @@ const BoolParam kP2pDisable("P2P_DISABLE", "0", true,
     "Do not read peers' GPU memory directly (CUDA IPC); device buffers are staged through host memory");
 const StringParam kP2pLevel("P2P_LEVEL", "", true,
     "Farthest GPU-to-GPU path for CUDA IPC: LOC, NVL, PIX, PXB, PHB or SYS (or 0-5); empty = PXB");
+const IntParam kCudaStagingChunk("CUDA_STAGING_CHUNK", "1048576", false,
+    "Bytes per pipelined chunk when device buffers of an all-reduce, broadcast or reduce are staged through host memory");
 const StringParam kNet("NET", "", true,
     "Network transport for links between hosts: IB, Socket or UCX; when set, no fallback");
 const BoolParam kIbDisable("IB_DISABLE", "0", true,
@@ -239,7 +241,7 @@ const StringParam kDebugFile("DEBUG_FILE", "", true,
 const std::vector<const Param*>& All() {
   static const std::vector<const Param*> all = {
       &kTimeoutMs,   &kSocketIfname, &kSocketFamily, &kSocketNthreads, &kNsocksPerthread,
-      &kShmDisable,  &kShmSingleCopy, &kP2pDisable, &kP2pLevel, &kNet,         &kIbDisable,      &kRequireTransport,
+      &kShmDisable,  &kShmSingleCopy, &kP2pDisable, &kP2pLevel, &kCudaStagingChunk, &kNet,         &kIbDisable,      &kRequireTransport,
       &kIbHca,       &kIbGidIndex,   &kIbTimeout,   &kIbRetryCnt,     &kBuffsize,     &kAlgo,           &kTune,          &kTopoFile,
       &kTopoDumpFile, &kStatusPort, &kSpinUs,       &kDebug,       &kDebugSubsys,    &kDebugFile,
   };

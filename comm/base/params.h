@@ -78,6 +78,7 @@ extern const BoolParam kShmDisable;
 extern const BoolParam kShmSingleCopy;
 extern const BoolParam kP2pDisable;
 extern const StringParam kP2pLevel;
+extern const IntParam kCudaStagingChunk;
 extern const StringParam kNet;
 extern const BoolParam kIbDisable;
 extern const StringParam kRequireTransport;
