@@ -242,7 +242,9 @@ Status Communicator::Impl::IssueOnStream(const CollArgs& args, GpuStream stream)
     return v;
   }
   if (space.value() == cuda::MemSpace::kHost) return IssueBlocking(args);
-  const Placement where{true, stream, ipc_.Handles(args.kind)};
+  // Managed memory cannot be exported through CUDA IPC: staged (then every
+  // rank must pass managed memory, as NCCL expects one kind on all ranks).
+  const Placement where{true, stream, ipc_.Handles(args.kind) && !device_.UsesManaged(args, rank)};
   if (GroupDepth() > 0) {
     GroupAdd(this, args, where);
     return Status::Ok();

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
+#include <random>
 #include <thread>
 
 #include "collectives/patterns/ring.h"
@@ -28,23 +31,41 @@ struct OpRecord {
   uint32_t magic = kRecordMagic;
   uint8_t has_send = 0;
   uint8_t has_recv = 0;
-  uint8_t pad[2] = {};
-  uint64_t count = 0;  // of the operation, to name a mismatch
+  uint8_t exported = 1;  // 0: a buffer could not be exported (reason in `why`)
+  uint8_t pad = 0;
+  // The operation as this rank issued it, to name a mismatch.
+  uint64_t count = 0;
+  int32_t kind = 0, type = 0, op = 0, root = 0;
+  char why[128] = {};
 };
 
 struct ParsedRecord {
   std::string bus_id;
   bool p2p_disable = false;
+  uint64_t process = 0;
   std::string level;
 };
 
 std::optional<ParsedRecord> ParseRecord(const std::string& s) {
-  // "<bus id>|<0 or 1>|<level text>"
+  // "<bus id>|<0 or 1>|<process number>|<level text>"
   const size_t a = s.find('|');
   if (a == std::string::npos) return std::nullopt;
   const size_t b = s.find('|', a + 1);
   if (b == std::string::npos) return std::nullopt;
-  return ParsedRecord{s.substr(0, a), s.substr(a + 1, b - a - 1) == "1", s.substr(b + 1)};
+  const size_t c = s.find('|', b + 1);
+  if (c == std::string::npos) return std::nullopt;
+  return ParsedRecord{s.substr(0, a), s.substr(a + 1, b - a - 1) == "1",
+                      std::strtoull(s.substr(b + 1, c - b - 1).c_str(), nullptr, 16),
+                      s.substr(c + 1)};
+}
+
+// A random number per process, the same for all its communicators.
+uint64_t ProcessNumber() {
+  static const uint64_t n = [] {
+    std::random_device rd;
+    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }();
+  return n;
 }
 
 Transfer MakeTransfer(const CollArgs& a, Transfer::Dir dir, int peer, size_t bytes) {
@@ -120,17 +141,17 @@ std::string DeviceIpc::LocalRecord(cuda::DeviceOps* ops) {
               bus.status().ToString().c_str());
     return "";
   }
-  return bus.value() + "|" + (params::kP2pDisable.Get() ? "1" : "0") + "|" +
+  char process[24];
+  std::snprintf(process, sizeof(process), "%llx", static_cast<unsigned long long>(ProcessNumber()));
+  return bus.value() + "|" + (params::kP2pDisable.Get() ? "1" : "0") + "|" + process + "|" +
          params::kP2pLevel.Get();
 }
 
 Status DeviceIpc::Setup(cuda::DeviceOps* ops, bootstrap::StoreClient& store, int rank,
                         const std::vector<std::string>& records,
-                        const std::vector<std::string>& host_ids, const std::vector<int>& pids,
-                        Deadline deadline) {
+                        const std::vector<std::string>& host_ids, Deadline deadline) {
   ops_ = ops;
   rank_ = rank;
-  pids_ = pids;
   enabled_ = false;
   const int n = static_cast<int>(records.size());
   // 1. From the records alone: the same answer on every rank.
@@ -158,6 +179,7 @@ Status DeviceIpc::Setup(cuda::DeviceOps* ops, bootstrap::StoreClient& store, int
     }
     level = std::min(level, l.value());
     parsed[r] = *p;
+    process_.push_back(p->process);
   }
   // 2. What only this process can tell: can it map each peer's GPU, and how
   // far is it?
@@ -167,6 +189,12 @@ Status DeviceIpc::Setup(cuda::DeviceOps* ops, bootstrap::StoreClient& store, int
     const std::string& mine = parsed[rank].bus_id;
     const std::string& theirs = parsed[q].bus_id;
     topology::PathType path = topology::PathType::kLoc;
+    if (theirs != mine && parsed[q].process == parsed[rank].process) {
+      // Raw pointers of another GPU need peer access enabled; not done here.
+      local_why = "ranks " + std::to_string(rank) + " and " + std::to_string(q) +
+                  " share a process but not a GPU";
+      break;
+    }
     if (theirs != mine) {
       Result<bool> can = ops->CanAccessPeer(theirs);
       if (!can.ok() || !can.value()) {
@@ -198,6 +226,9 @@ Status DeviceIpc::Setup(cuda::DeviceOps* ops, bootstrap::StoreClient& store, int
       return Status::Ok();
     }
   }
+  Result<int> device = ops->CurrentDevice();
+  if (!device.ok()) return device.status();
+  device_ = device.value();
   cache_ = std::make_unique<cuda::IpcMappingCache>(&ops->ipc());
   enabled_ = true;
   why_not_.clear();
@@ -214,6 +245,7 @@ DeviceIpc::~DeviceIpc() {
   }
   // Kernels of a failed operation may still read peers' mappings: let them
   // finish before the mappings close (bounded, as DevicePath does).
+  (void)ops_->SetDevice(device_);
   const auto until = std::chrono::steady_clock::now() + kDrainWait;
   bool drained = false;
   if (ops_->RecordEvent(done_, stream_).ok()) {
@@ -231,6 +263,7 @@ DeviceIpc::~DeviceIpc() {
     return;
   }
   ops_->FreeScratch(scratch_);
+  for (void* p : retired_) ops_->FreeScratch(p);
   ops_->DestroyEvent(done_);
   ops_->DestroyStream(stream_);
   cache_.reset();
@@ -264,7 +297,7 @@ Status DeviceIpc::WaitDevice(Deadline deadline, const std::atomic<bool>& abort) 
 
 Result<void*> DeviceIpc::Scratch(size_t bytes) {
   if (scratch_bytes_ < bytes) {
-    ops_->FreeScratch(scratch_);  // the last operation's sync: nobody reads it
+    if (scratch_ != nullptr) retired_.push_back(scratch_);
     scratch_ = nullptr;
     scratch_bytes_ = 0;
     LOOM_ASSIGN_OR_RETURN(scratch_, ops_->AllocScratch(bytes));
@@ -276,7 +309,7 @@ Result<void*> DeviceIpc::Scratch(size_t bytes) {
 Result<const void*> DeviceIpc::PeerPointer(int peer, const cuda::IpcExport& e, bool present) {
   if (!present) return static_cast<const void*>(nullptr);
   // One process: CUDA refuses to open its own handles, and needs no mapping.
-  if (pids_[peer] == pids_[rank_] && !ops_->ipc_within_process()) {
+  if (process_[peer] == process_[rank_] && !ops_->ipc_within_process()) {
     return reinterpret_cast<const void*>(e.base + e.offset);
   }
   LOOM_ASSIGN_OR_RETURN(void* p, cache_->Map(peer, e));
@@ -293,6 +326,8 @@ Status DeviceIpc::Run(Engine& e, int r, const CollArgs& a, Deadline deadline,
   const size_t es = SizeOf(a.type);
   const size_t bytes = a.count * es;
   if (bytes == 0 && a.kind != OpKind::kBarrier) return Status::Ok();
+  // The worker (or a helping user thread) may have another current device.
+  LOOM_TRY(ops_->SetDevice(device_));
   LOOM_TRY(EnsureStream());
   ++operations_;
   const bool root = r == a.root;
@@ -317,16 +352,36 @@ Status DeviceIpc::Run(Engine& e, int r, const CollArgs& a, Deadline deadline,
   }
   OpRecord mine;
   mine.count = a.count;
-  if (share_send && n > 1) {
-    LOOM_ASSIGN_OR_RETURN(mine.send, ops_->ipc().Export(send));
-    mine.has_send = 1;
-  }
-  if (share_recv && n > 1) {
-    LOOM_ASSIGN_OR_RETURN(mine.recv, ops_->ipc().Export(a.recv));
-    mine.has_recv = 1;
-  }
+  mine.kind = static_cast<int32_t>(a.kind);
+  mine.type = static_cast<int32_t>(a.type);
+  mine.op = static_cast<int32_t>(a.op);
+  mine.root = a.root;
+  // An export failure (memory from a pool or VMM allocator, say) still
+  // sends the record, so every rank fails alike instead of waiting.
+  auto export_into = [&](const void* p, cuda::IpcExport* out, uint8_t* has) {
+    if (!mine.exported) return;
+    Result<cuda::IpcExport> x = ops_->ipc().Export(p);
+    if (x.ok()) {
+      *out = x.value();
+      *has = 1;
+    } else {
+      mine.exported = 0;
+      std::snprintf(mine.why, sizeof(mine.why), "%s", x.status().message().c_str());
+    }
+  };
+  if (share_send && n > 1) export_into(send, &mine.send, &mine.has_send);
+  if (share_recv && n > 1) export_into(a.recv, &mine.recv, &mine.has_recv);
   std::vector<OpRecord> all;
   LOOM_TRY(ExchangeRecords(e, r, a, mine, &all, deadline));
+  for (int p = 0; p < n; ++p) {
+    if (all[p].magic == kRecordMagic && all[p].exported == 0) {
+      all[p].why[sizeof(all[p].why) - 1] = '\0';
+      return InvalidUsage("rank " + std::to_string(p) + " cannot share its buffer of " +
+                          OpKindName(a.kind) + " through CUDA IPC (" + all[p].why +
+                          "): allocate with cudaMalloc, or set NCCL_P2P_DISABLE=1 to stage "
+                          "through host memory");
+    }
+  }
   std::vector<const void*> psend(n), precv(n);
   for (int p = 0; p < n; ++p) {
     if (p == r) {
@@ -334,10 +389,12 @@ Status DeviceIpc::Run(Engine& e, int r, const CollArgs& a, Deadline deadline,
       precv[p] = a.recv;
       continue;
     }
-    if (all[p].magic != kRecordMagic || all[p].count != a.count) {
+    if (all[p].magic != kRecordMagic || all[p].count != a.count || all[p].kind != mine.kind ||
+        all[p].type != mine.type || all[p].op != mine.op || all[p].root != mine.root) {
       return InvalidUsage("rank " + std::to_string(p) + " did not run the same " +
                           OpKindName(a.kind) + " of " + std::to_string(a.count) +
-                          " elements on device memory (every rank must pass device buffers "
+                          " elements (same type, op and root) on device memory (every rank must "
+                          "pass cudaMalloc'ed device buffers "
                           "when CUDA IPC is on; NCCL_P2P_DISABLE=1 stages through host memory)");
     }
     LOOM_ASSIGN_OR_RETURN(psend[p], PeerPointer(p, all[p].send, all[p].has_send != 0));

@@ -63,7 +63,8 @@ class DeviceIpc {
   DeviceIpc& operator=(const DeviceIpc&) = delete;
 
   // This rank's part of the setup record: "" without device ops, else the
-  // bus id and the P2P settings. Never fails; a bad NCCL_P2P_LEVEL is
+  // bus id, the P2P settings and a random number naming this process (pids
+  // repeat across containers). Never fails; a bad NCCL_P2P_LEVEL is
   // reported by Setup.
   static std::string LocalRecord(cuda::DeviceOps* ops);
 
@@ -72,7 +73,7 @@ class DeviceIpc {
   // when the records allow IPC, which every rank computes alike.
   Status Setup(cuda::DeviceOps* ops, bootstrap::StoreClient& store, int rank,
                const std::vector<std::string>& records, const std::vector<std::string>& host_ids,
-               const std::vector<int>& pids, Deadline deadline);
+               Deadline deadline);
 
   bool enabled() const { return enabled_; }
   // Why the IPC path is off ("" when on), for logs and tests.
@@ -100,7 +101,8 @@ class DeviceIpc {
   cuda::DeviceOps* ops_ = nullptr;
   bool enabled_ = false;
   std::string why_not_ = "no device";
-  std::vector<int> pids_;
+  std::vector<uint64_t> process_;  // per rank: LocalRecord's process number
+  int device_ = 0;                  // current at creation; the worker sets it
   int rank_ = 0;
   std::unique_ptr<cuda::IpcMappingCache> cache_;
   cuda::StreamHandle stream_ = nullptr;
@@ -108,6 +110,9 @@ class DeviceIpc {
   bool have_stream_ = false;
   void* scratch_ = nullptr;  // device memory for in-place all-to-all
   size_t scratch_bytes_ = 0;
+  // Outgrown scratch, freed only at destruction: cudaFree waits for the
+  // whole device, including the user stream that waits for this operation.
+  std::vector<void*> retired_;
   uint64_t operations_ = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "comm/base/log.h"
@@ -156,6 +157,16 @@ Result<cuda::MemSpace> DevicePath::Classify(const CollArgs& a, int rank) const {
                         ": both buffers must be device memory, or both host memory");
   }
   return e.send > 0 ? send.space : recv.space;
+}
+
+bool DevicePath::UsesManaged(const CollArgs& a, int rank) const {
+  if (ops_ == nullptr || a.count == 0) return false;
+  const Extents e = ExtentsOf(a, rank, 1);
+  auto managed = [&](const void* p) {
+    Result<cuda::BufferPlace> place = ops_->Classify(p);
+    return place.ok() && std::string_view(place->kind) == "managed";
+  };
+  return (e.send > 0 && managed(a.send)) || (e.recv > 0 && managed(a.recv));
 }
 
 Status DevicePath::EnsureSignal() {

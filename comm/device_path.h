@@ -63,6 +63,9 @@ class DevicePath {
   // InvalidUsage naming both buffers when one is device memory and the other
   // host memory.
   Result<cuda::MemSpace> Classify(const CollArgs& a, int rank) const;
+  // Whether a buffer `a` uses on `rank` is managed memory (device space,
+  // but not exportable through CUDA IPC: such operations are staged).
+  bool UsesManaged(const CollArgs& a, int rank) const;
 
   // A single staged all-reduce, broadcast or reduce larger than the chunk
   // (LOOM_CUDA_STAGING_CHUNK) is split into one operation per chunk, each

@@ -490,8 +490,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   {
     std::vector<std::string> gpus;
     for (const PeerInfo& p : peers) gpus.push_back(p.gpu);
-    LOOM_TRY(impl->ipc_.Setup(impl->device_.ops(), *impl->store_, rank, gpus, host_ids, pids,
-                              deadline)
+    LOOM_TRY(impl->ipc_.Setup(impl->device_.ops(), *impl->store_, rank, gpus, host_ids, deadline)
                  .WithContext(who));
   }
   // Everyone connected before anyone sends.

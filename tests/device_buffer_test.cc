@@ -341,6 +341,20 @@ TEST_P(IpcDeviceBuffers, AReallocatedPeerBufferIsMappedAfresh) {
   EXPECT_EQ(fake_.ipc_opens(), 6u);  // in place: one buffer per rank per round
 }
 
+TEST_P(IpcDeviceBuffers, RanksIssuingDifferentOperationsFailNamingIt) {
+  RunRanks(2, [&](Communicator& c) {
+    GpuStream s = fake_.CreateStream();
+    auto* buf = static_cast<float*>(fake_.AllocDevice(64 * 4));
+    const RedOp op = c.rank() == 0 ? RedOp::kSum : RedOp::kMax;
+    ASSERT_TRUE(c.AllReduce(buf, buf, 64, DataType::kFloat32, op, s).ok());
+    ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok()) << "the stream must be released";
+    const Status st = c.AsyncError();
+    // Its own verdict, or the peer's relayed first: both name the mismatch.
+    EXPECT_TRUE(st.code() == Code::kInvalidUsage || st.code() == Code::kRemoteError) << st.ToString();
+    EXPECT_NE(st.message().find("did not run the same"), std::string::npos) << st.message();
+  });
+}
+
 TEST_P(IpcDeviceBuffers, P2pLevelLocStillAllowsOneSharedGpu) {
   setenv("NCCL_P2P_LEVEL", "LOC", 1);
   RunRanks(2, [&](Communicator& c) {

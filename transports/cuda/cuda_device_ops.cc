@@ -167,6 +167,14 @@ class CudaOps final : public DeviceOps {
     return *ipc_;
   }
 
+  Result<int> CurrentDevice() override {
+    int dev = 0;
+    LOOM_CUDA_TRY(cudaGetDevice(&dev));
+    return dev;
+  }
+
+  Status SetDevice(int device) override { return CudaStatus(cudaSetDevice(device), "cudaSetDevice"); }
+
   Result<std::string> CurrentBusId() override {
     int dev = 0;
     LOOM_CUDA_TRY(cudaGetDevice(&dev));

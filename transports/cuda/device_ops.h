@@ -98,6 +98,11 @@ class DeviceOps {
   // CUDA runtime refuses that, so peers in one process use raw pointers.
   virtual bool ipc_within_process() const { return false; }
 
+  // The calling thread's current device, and setting it: the communicator's
+  // worker thread takes the device that was current at creation (NCCL's rule).
+  virtual Result<int> CurrentDevice() = 0;
+  virtual Status SetDevice(int device) = 0;
+
   // The PCI bus id of the current device ("0000:3b:00.0", lower case), which
   // names the GPU the same way in every process of the host.
   virtual Result<std::string> CurrentBusId() = 0;

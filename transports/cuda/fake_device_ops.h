@@ -52,6 +52,10 @@ class FakeDeviceOps final : public DeviceOps {
   // process), and fails once the allocation was freed.
   IpcBackend& ipc() override { return ipc_; }
   bool ipc_within_process() const override { return true; }
+  Result<int> CurrentDevice() override { return 0; }
+  Status SetDevice(int device) override {
+    return device == 0 ? Status::Ok() : InvalidArgument("fake: only device 0 exists");
+  }
   Result<std::string> CurrentBusId() override { return std::string("0000:00:00.0"); }
   Result<bool> CanAccessPeer(const std::string& bus_id) override;
 
