@@ -72,6 +72,15 @@ std::string Describe(const char* name, const cuda::BufferPlace& p) {
   return s;
 }
 
+// Blocks of `count` elements a chunked operation's send and receive buffers
+// hold on each rank: reduce-scatter and all-to-all send one block per rank,
+// all-gather and all-to-all receive one per rank; the rest, one.
+std::pair<int, int> ChunkBlocks(OpKind kind, int size) {
+  const bool send_all = kind == OpKind::kReduceScatter || kind == OpKind::kAllToAll;
+  const bool recv_all = kind == OpKind::kAllGather || kind == OpKind::kAllToAll;
+  return {send_all ? size : 1, recv_all ? size : 1};
+}
+
 }  // namespace
 
 cuda::DeviceOps* DefaultDeviceOps() {
@@ -227,9 +236,20 @@ Result<DevicePath::Block*> DevicePath::Acquire(size_t bytes) {
 Status DevicePath::StageChunks(const CollArgs& a, cuda::StreamHandle stream, int rank, int size,
                                size_t chunk_elems, const QueueFn& queue) {
   const size_t es = SizeOf(a.type);
+  const auto [send_blocks, recv_blocks] = ChunkBlocks(a.kind, size);
+  // Chunk [off, off + len) of every block: block p's part sits at element
+  // p * count + off of the user's buffer and at p * len of the pinned region,
+  // which is exactly the layout the host algorithm expects for count = len.
+  auto copy_blocks = [&](char* dst, size_t dst_stride, const char* src, size_t src_stride,
+                         int blocks, size_t len) -> Status {
+    for (int p = 0; p < blocks; ++p) {
+      LOOM_TRY(ops_->CopyAsync(dst + p * dst_stride, src + p * src_stride, len * es, stream));
+    }
+    return Status::Ok();
+  };
   struct Chunk {
     CollArgs args;  // pointers rewritten to the block
-    void* user_recv;
+    size_t off;
     size_t recv_bytes;
     Block* block;
     std::shared_ptr<StagedOp> op;
@@ -240,7 +260,9 @@ Status DevicePath::StageChunks(const CollArgs& a, cuda::StreamHandle stream, int
   for (size_t off = 0; off < a.count && failed.ok(); off += chunk_elems) {
     Chunk c;
     c.args = a;
+    c.off = off;
     c.args.count = std::min(chunk_elems, a.count - off);
+    const size_t len = c.args.count;
     const Extents e = ExtentsOf(c.args, rank, size);
     Result<Block*> block = Acquire(AlignUp(e.send) + AlignUp(e.recv));
     if (!block.ok()) {
@@ -249,8 +271,6 @@ Status DevicePath::StageChunks(const CollArgs& a, cuda::StreamHandle stream, int
     }
     c.block = block.value();
     char* base = static_cast<char*>(c.block->mem);
-    const char* user_send = a.send != nullptr ? static_cast<const char*>(a.send) + off * es : nullptr;
-    c.user_recv = a.recv != nullptr ? static_cast<char*>(a.recv) + off * es : nullptr;
     c.recv_bytes = e.recv;
     c.args.send = e.send > 0 ? base : nullptr;
     c.args.recv = e.recv > 0 ? base + AlignUp(e.send) : nullptr;
@@ -258,15 +278,20 @@ Status DevicePath::StageChunks(const CollArgs& a, cuda::StreamHandle stream, int
     c.op->seq = ++next_seq_;
     c.op->ops = ops_;
     c.op->ready.push_back(c.block->ready);
-    if (e.send > 0) failed = ops_->CopyAsync(const_cast<void*>(c.args.send), user_send, e.send, stream);
+    if (e.send > 0) {
+      failed = copy_blocks(static_cast<char*>(const_cast<void*>(c.args.send)), len * es,
+                           static_cast<const char*>(a.send) + off * es, a.count * es, send_blocks, len);
+    }
     if (failed.ok()) failed = ops_->RecordEvent(c.block->ready, stream);
     chunks.push_back(std::move(c));
   }
   // 2. Each chunk's results back once the host finished it.
   for (Chunk& c : chunks) {
+    const size_t len = c.args.count;
     if (failed.ok()) failed = ops_->StreamWaitValue(stream, done_seq_, c.op->seq);
     if (failed.ok() && c.recv_bytes > 0) {
-      failed = ops_->CopyAsync(c.user_recv, c.args.recv, c.recv_bytes, stream);
+      failed = copy_blocks(static_cast<char*>(a.recv) + c.off * es, a.count * es,
+                           static_cast<const char*>(c.args.recv), len * es, recv_blocks, len);
     }
     if (failed.ok()) failed = ops_->RecordEvent(c.block->drained, stream);
   }
@@ -282,10 +307,13 @@ Status DevicePath::StageAndQueue(std::vector<CollArgs> items, const std::vector<
   LOOM_TRY(EnsureSignal());
   if (items.size() == 1 && where[0].device && !where[0].ipc) {
     const CollArgs& a = items.front();
-    const size_t chunk_elems = std::max<size_t>(1, chunk_bytes_ / SizeOf(a.type));
-    const bool elementwise = a.kind == OpKind::kAllReduce || a.kind == OpKind::kBroadcast ||
-                             a.kind == OpKind::kReduce;
-    if (elementwise && a.count > chunk_elems) {
+    // A chunk's larger region is about chunk_bytes_.
+    const auto [send_blocks, recv_blocks] = ChunkBlocks(a.kind, size);
+    const size_t per_elem = SizeOf(a.type) * static_cast<size_t>(std::max(send_blocks, recv_blocks));
+    const size_t chunk_elems = std::max<size_t>(1, chunk_bytes_ / per_elem);
+    const bool chunkable = a.kind != OpKind::kSendRecv && a.kind != OpKind::kBarrier &&
+                           a.kind != OpKind::kInternal;
+    if (chunkable && a.count > chunk_elems) {
       Status s = StageChunks(a, where[0].stream, rank, size, chunk_elems, queue);
       if (!s.ok()) {
         // Part of the work may be on the stream already: let it run through.

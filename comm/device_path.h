@@ -67,11 +67,12 @@ class DevicePath {
   // but not exportable through CUDA IPC: such operations are staged).
   bool UsesManaged(const CollArgs& a, int rank) const;
 
-  // A single staged all-reduce, broadcast or reduce larger than the chunk
-  // (LOOM_CUDA_STAGING_CHUNK) is split into one operation per chunk, each
-  // with its own sequence number: the stream copies every chunk to pinned
-  // memory first, then waits for and copies back each in turn, so the
-  // device-to-host copies, the host algorithm and the copies back overlap.
+  // A single staged collective larger than the chunk
+  // (LOOM_CUDA_STAGING_CHUNK) is split into one operation per chunk of the
+  // per-rank blocks, each with its own sequence number: the stream copies
+  // every chunk to pinned memory first, then waits for and copies back each
+  // in turn, so the device-to-host copies, the host algorithm and the copies
+  // back overlap.
   //
   // Stages `items` (those with where[i].device; others are left alone) and
   // hands them with their StagedOp to `queue`, under one lock so that

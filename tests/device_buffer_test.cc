@@ -262,8 +262,9 @@ TEST_P(StagedDeviceBuffers, PinnedStagingIsReusedAtSteadyState) {
 }
 
 TEST_P(StagedDeviceBuffers, LargeOperationsArePipelinedInChunks) {
-  // 4 KiB chunks: every all-reduce, broadcast and reduce below is split,
-  // with a remainder chunk, and must still be exact in and out of place.
+  // 4 KiB chunks: every collective below is split, with a remainder chunk
+  // (reduce-scatter, all-gather and all-to-all into strided pieces of every
+  // block), and must still be exact in and out of place.
   setenv("LOOM_CUDA_STAGING_CHUNK", "4096", 1);
   const std::vector<DataType> types = {DataType::kInt8, DataType::kFloat16, DataType::kFloat32,
                                        DataType::kFloat64};
