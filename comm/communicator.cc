@@ -286,10 +286,25 @@ Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
     LOOM_TRY(RunOne(a, deadline));
     tracker_.Completed(seq, a);
   }
+  // Send/Recv on device buffers: read in place through CUDA IPC.
+  std::vector<CollArgs> device_sr;
+  for (const CollArgs& a : items) {
+    if (a.kind == OpKind::kSendRecv && a.device) device_sr.push_back(a);
+  }
+  if (!device_sr.empty()) {
+    const uint64_t seq = tracker_.Started(device_sr.front());
+    for (size_t i = 1; i < device_sr.size(); ++i) tracker_.Started(device_sr[i]);
+    Status s = ipc_.RunSendRecv(*engine_, rank, device_sr, deadline, abort_);
+    if (!s.ok()) {
+      return s.WithContext("Send/Recv on device buffers (CUDA IPC) on rank " +
+                           std::to_string(rank) + " (" + host + ")");
+    }
+    tracker_.Completed(seq + device_sr.size() - 1, device_sr.back());
+  }
   // Sends to self match receives from self in issue order: a local copy.
   std::vector<CollArgs> sr, self_sends, self_recvs;
   for (const CollArgs& a : items) {
-    if (a.kind != OpKind::kSendRecv) continue;
+    if (a.kind != OpKind::kSendRecv || a.device) continue;
     if (a.root != rank) {
       sr.push_back(a);
     } else {

@@ -320,6 +320,98 @@ cuda::IpcMappingCache::Stats DeviceIpc::mapping_stats() const {
   return cache_ ? cache_->stats() : cuda::IpcMappingCache::Stats{};
 }
 
+Status DeviceIpc::RunSendRecv(Engine& e, int r, std::span<const CollArgs> items,
+                              Deadline deadline, const std::atomic<bool>& abort) {
+  LOOM_TRY(ops_->SetDevice(device_));
+  LOOM_TRY(EnsureStream());
+  ++operations_;
+  std::vector<const CollArgs*> self_sends, self_recvs, sends, recvs;
+  for (const CollArgs& a : items) {
+    const bool self = a.root == r;
+    if (a.send != nullptr) {
+      (self ? self_sends : sends).push_back(&a);
+    } else {
+      (self ? self_recvs : recvs).push_back(&a);
+    }
+  }
+  if (self_sends.size() != self_recvs.size()) {
+    return InvalidUsage("rank " + std::to_string(r) + " sends " + std::to_string(self_sends.size()) +
+                        " message(s) to itself but receives " + std::to_string(self_recvs.size()) +
+                        " from itself: put each self Send with its Recv in one group");
+  }
+  // 1. Where each sent buffer is.
+  std::vector<OpRecord> out(sends.size()), in(recvs.size());
+  std::vector<Transfer> t;
+  t.reserve(sends.size() + recvs.size());
+  for (size_t i = 0; i < sends.size(); ++i) {
+    const CollArgs& a = *sends[i];
+    OpRecord& rec = out[i];
+    rec.count = a.count;
+    rec.kind = static_cast<int32_t>(a.kind);
+    rec.type = static_cast<int32_t>(a.type);
+    Result<cuda::IpcExport> x = ops_->ipc().Export(a.send);
+    if (x.ok()) {
+      rec.send = x.value();
+      rec.has_send = 1;
+    } else {
+      rec.exported = 0;
+      std::snprintf(rec.why, sizeof(rec.why), "%s", x.status().message().c_str());
+    }
+    Transfer s = MakeTransfer(a, Transfer::Dir::kSend, a.root, sizeof(OpRecord));
+    s.src = &rec;
+    t.push_back(s);
+  }
+  for (size_t i = 0; i < recvs.size(); ++i) {
+    Transfer v = MakeTransfer(*recvs[i], Transfer::Dir::kRecv, recvs[i]->root, sizeof(OpRecord));
+    v.dst = &in[i];
+    t.push_back(v);
+  }
+  LOOM_TRY(e.Run(t, deadline));
+  // 2. Copies: from self, and straight from each sender's memory.
+  for (size_t i = 0; i < self_sends.size(); ++i) {
+    const size_t sb = self_sends[i]->count * SizeOf(self_sends[i]->type);
+    const size_t rb = self_recvs[i]->count * SizeOf(self_recvs[i]->type);
+    if (sb != rb) {
+      return InvalidUsage("self Send of " + std::to_string(sb) + " bytes matched with a Recv of " +
+                          std::to_string(rb) + " bytes");
+    }
+    if (self_recvs[i]->recv != self_sends[i]->send) {
+      LOOM_TRY(ops_->CopyAsync(self_recvs[i]->recv, self_sends[i]->send, sb, stream_));
+    }
+  }
+  for (size_t i = 0; i < recvs.size(); ++i) {
+    const CollArgs& a = *recvs[i];
+    const OpRecord& rec = in[i];
+    const size_t want = a.count * SizeOf(a.type);
+    if (rec.magic != kRecordMagic || rec.kind != static_cast<int32_t>(OpKind::kSendRecv)) {
+      return InvalidUsage("rank " + std::to_string(a.root) +
+                          " did not send from device memory where this rank receives into it "
+                          "(every rank must pass cudaMalloc'ed device buffers when CUDA IPC is "
+                          "on; NCCL_P2P_DISABLE=1 stages through host memory)");
+    }
+    if (rec.exported == 0) {
+      in[i].why[sizeof(rec.why) - 1] = '\0';
+      return InvalidUsage("rank " + std::to_string(a.root) +
+                          " cannot share its Send buffer through CUDA IPC (" + in[i].why +
+                          "): allocate with cudaMalloc, or set NCCL_P2P_DISABLE=1");
+    }
+    const size_t got = rec.count * SizeOf(static_cast<DataType>(rec.type));
+    if (got != want) {
+      return InvalidUsage("rank " + std::to_string(a.root) + " sends " + std::to_string(got) +
+                          " bytes but this rank receives " + std::to_string(want) +
+                          ": Send/Recv counts must match");
+    }
+    LOOM_ASSIGN_OR_RETURN(const void* src, PeerPointer(a.root, rec.send, true));
+    LOOM_TRY(ops_->CopyAsync(a.recv, src, want, stream_));
+  }
+  LOOM_TRY(WaitDevice(deadline, abort));
+  // 3. Each receiver tells its sender that the buffer may change again.
+  t.clear();
+  for (const CollArgs* a : recvs) t.push_back(MakeTransfer(*a, Transfer::Dir::kSend, a->root, 0));
+  for (const CollArgs* a : sends) t.push_back(MakeTransfer(*a, Transfer::Dir::kRecv, a->root, 0));
+  return e.Run(t, deadline);
+}
+
 Status DeviceIpc::Run(Engine& e, int r, const CollArgs& a, Deadline deadline,
                       const std::atomic<bool>& abort) {
   const int n = e.size();

@@ -27,11 +27,13 @@
 // "sync" is an empty message to and from every peer once this rank's device
 // work completed, so no buffer changes while a peer still reads it. Each
 // block is reduced by one rank in one order (own first, then peers by rank),
-// so all ranks end bit-identical. Send/Recv keep the staged path.
+// so all ranks end bit-identical. Send/Recv: the receiver copies from the
+// sender's buffer, then acknowledges (RunSendRecv).
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -79,13 +81,22 @@ class DeviceIpc {
   // Why the IPC path is off ("" when on), for logs and tests.
   const std::string& why_not() const { return why_not_; }
   // Whether a device-buffer operation of `kind` runs here (else it is staged).
-  bool Handles(OpKind kind) const { return enabled_ && kind != OpKind::kSendRecv; }
+  bool Handles(OpKind kind) const { return enabled_ && kind != OpKind::kBarrier; }
 
   // Runs one collective whose buffers are device memory. Blocks until this
   // rank's device work for it completed and every peer is done reading this
   // rank's buffers; kTimeout at `deadline`, RemoteError once `abort` is set.
   Status Run(Engine& engine, int rank, const CollArgs& a, Deadline deadline,
              const std::atomic<bool>& abort);
+
+  // Runs one batch's Send/Recv items on device buffers: each sender tells
+  // its receiver where the data is, the receiver copies it straight from the
+  // sender's memory and then acknowledges, so the sender's stream goes on
+  // only once its buffer was read. Messages between a pair match in issue
+  // order (NCCL's rule); the i-th send to self matches the i-th receive
+  // from self.
+  Status RunSendRecv(Engine& engine, int rank, std::span<const CollArgs> items, Deadline deadline,
+                     const std::atomic<bool>& abort);
 
   // Peer allocations mapped so far and collectives run (for tests).
   cuda::IpcMappingCache::Stats mapping_stats() const;

@@ -356,6 +356,54 @@ TEST_P(IpcDeviceBuffers, RanksIssuingDifferentOperationsFailNamingIt) {
   });
 }
 
+TEST_P(IpcDeviceBuffers, SendRecvReadsTheSendersBufferInPlace) {
+  RunRanks(3, [&](Communicator& c) {
+    const int n = c.size(), r = c.rank();
+    GpuStream s = fake_.CreateStream();
+    const size_t count = 5000;
+    auto* out = static_cast<int32_t*>(fake_.AllocDevice(count * 4));
+    auto* in = static_cast<int32_t*>(fake_.AllocDevice(count * 4));
+    auto* self = static_cast<int32_t*>(fake_.AllocDevice(count * 4));
+    for (size_t i = 0; i < count; ++i) out[i] = static_cast<int32_t>(1000 * r + i);
+    for (int round = 0; round < 3; ++round) {
+      ASSERT_TRUE(GroupStart().ok());
+      EXPECT_TRUE(c.Send(out, count, DataType::kInt32, (r + 1) % n, s).ok());
+      EXPECT_TRUE(c.Recv(in, count, DataType::kInt32, (r + n - 1) % n, s).ok());
+      EXPECT_TRUE(c.Send(out, count, DataType::kInt32, r, s).ok());
+      EXPECT_TRUE(c.Recv(self, count, DataType::kInt32, r, s).ok());
+      ASSERT_TRUE(GroupEnd().ok());
+      ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+      const int from = (r + n - 1) % n;
+      EXPECT_EQ(in[0], 1000 * from);
+      EXPECT_EQ(in[count - 1], static_cast<int32_t>(1000 * from + count - 1));
+      EXPECT_EQ(self[count - 1], static_cast<int32_t>(1000 * r + count - 1));
+    }
+    EXPECT_TRUE(c.AsyncError().ok()) << c.AsyncError().ToString();
+    ASSERT_TRUE(c.Barrier().ok());
+  });
+  EXPECT_EQ(fake_.pinned_allocations(), 3u) << "no staging: only the signal words";
+  EXPECT_EQ(fake_.ipc_opens(), 3u) << "each receiver maps its sender's buffer once";
+}
+
+TEST_P(IpcDeviceBuffers, SendRecvOfDifferentSizesFailsNamingBoth) {
+  RunRanks(2, [&](Communicator& c) {
+    GpuStream s = fake_.CreateStream();
+    auto* buf = static_cast<int32_t*>(fake_.AllocDevice(64 * 4));
+    if (c.rank() == 0) {
+      ASSERT_TRUE(c.Send(buf, 64, DataType::kInt32, 1, s).ok());
+    } else {
+      ASSERT_TRUE(c.Recv(buf, 32, DataType::kInt32, 0, s).ok());
+    }
+    ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok()) << "the stream must be released";
+    const Status st = c.AsyncError();
+    EXPECT_FALSE(st.ok());
+    if (c.rank() == 1) {
+      EXPECT_NE(st.message().find("sends 256 bytes but this rank receives 128"), std::string::npos)
+          << st.message();
+    }
+  });
+}
+
 TEST_P(IpcDeviceBuffers, P2pLevelLocStillAllowsOneSharedGpu) {
   setenv("NCCL_P2P_LEVEL", "LOC", 1);
   RunRanks(2, [&](Communicator& c) {
