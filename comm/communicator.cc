@@ -387,8 +387,8 @@ Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
   Status s;
   bool ran = false;
   if (c.source == Choice::Source::kModel && c.algo != Algo::kDirect &&
-      algo_filter_.Allows(a.kind, Algo::kDirect) &&
       SharedDirectWorthAsking(a.kind, bytes, size) &&
+      algo_filter_.Allows(a.kind, Algo::kDirect) &&
       std::isfinite(cost_.PredictUs(a.kind, Algo::kDirect, bytes))) {
     s = RunDirectIfAllShared(*engine_, rank, a, scratch_, deadline, &ran);
     if (ran) LOOM_TRACE(log::kTuning, "%s: Direct instead, every rank's buffers are shareable",

@@ -160,9 +160,15 @@ Result<bool> EnableSingleCopy(Exchange& exchange, int rank, const std::vector<in
 // The selector's cost of one transport: shared-memory FIFOs ~6 GB/s and one
 // TCP stream ~1.5 GB/s were measured on the development VM; the IB figures
 // are an assumption (a 100 Gb/s port behind RDMA latency), never measured.
+// Single-copy reads (process_vm_readv) pin the peer's pages on every call:
+// on the development VM, 2 ranks, interleaved A/B, the Direct all-gather,
+// reduce-scatter and broadcast were 1.1-2.3x slower than the ring at 256 KiB
+// to 128 MiB (docs/PERFORMANCE.md), so they are costed below the FIFOs and
+// the model no longer picks them; shareable buffers (AllocShared) still
+// switch to Direct, NCCL_ALGO and LOOM_TUNE can still force it.
 topology::LinkCost LinkCostOf(TransportKind kind, bool single_copy) {
   switch (kind) {
-    case TransportKind::kShm: return {1.0, 6.0, single_copy ? 12.0 : 0.0};
+    case TransportKind::kShm: return {1.0, 6.0, single_copy ? 4.0 : 0.0};
     case TransportKind::kIb: return {5.0, 12.0, 0.0};
     case TransportKind::kSocket:
     case TransportKind::kUcx: break;

@@ -176,6 +176,7 @@ Result<AlgoFilter> AlgoFilter::Parse(std::string_view spec) {
 }
 
 bool AlgoFilter::Allows(OpKind kind, Algo algo) const {
+  if (rules_.empty()) return true;  // NCCL_ALGO unset: the hot path, no string
   const std::string key = CollectiveKey(kind);
   // A rule naming this collective wins over a global one.
   const Rule* rule = nullptr;
