@@ -404,29 +404,26 @@ TEST_P(IpcDeviceBuffers, SendRecvOfDifferentSizesFailsNamingBoth) {
   });
 }
 
-TEST_P(IpcDeviceBuffers, P2pLevelLocStillAllowsOneSharedGpu) {
-  setenv("NCCL_P2P_LEVEL", "LOC", 1);
+// A 2-rank max all-reduce on device buffers with NCCL_P2P_LEVEL=`level`.
+void MaxAllReduceWithP2pLevel(cuda::FakeDeviceOps& fake, const char* level) {
+  setenv("NCCL_P2P_LEVEL", level, 1);
   RunRanks(2, [&](Communicator& c) {
-    GpuStream s = fake_.CreateStream();
-    auto* buf = static_cast<int32_t*>(fake_.AllocDevice(4 * 4));
+    GpuStream s = fake.CreateStream();
+    auto* buf = static_cast<int32_t*>(fake.AllocDevice(4 * 4));
     buf[0] = c.rank() + 5;
     ASSERT_TRUE(c.AllReduce(buf, buf, 4, DataType::kInt32, RedOp::kMax, s).ok());
-    ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+    ASSERT_TRUE(fake.Synchronize(s, Soon()).ok());
     EXPECT_EQ(buf[0], 6);
   });
+}
+
+TEST_P(IpcDeviceBuffers, P2pLevelLocStillAllowsOneSharedGpu) {
+  MaxAllReduceWithP2pLevel(fake_, "LOC");
   EXPECT_GT(fake_.reduce_launches(), 0u);
 }
 
 TEST_P(IpcDeviceBuffers, AnUnknownP2pLevelStagesInstead) {
-  setenv("NCCL_P2P_LEVEL", "NEARBY", 1);
-  RunRanks(2, [&](Communicator& c) {
-    GpuStream s = fake_.CreateStream();
-    auto* buf = static_cast<int32_t*>(fake_.AllocDevice(4 * 4));
-    buf[0] = c.rank() + 5;
-    ASSERT_TRUE(c.AllReduce(buf, buf, 4, DataType::kInt32, RedOp::kMax, s).ok());
-    ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
-    EXPECT_EQ(buf[0], 6);
-  });
+  MaxAllReduceWithP2pLevel(fake_, "NEARBY");
   EXPECT_EQ(fake_.reduce_launches(), 0u);
   EXPECT_GT(fake_.pinned_allocations(), 1u);
 }
