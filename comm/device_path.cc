@@ -114,9 +114,10 @@ struct StagedOp {
   cuda::DeviceOps* ops = nullptr;
 };
 
-DevicePath::DevicePath()
-    : ops_(DefaultDeviceOps()),
-      chunk_bytes_(static_cast<size_t>(std::max<int64_t>(4096, params::kCudaStagingChunk.Get()))) {}
+DevicePath::DevicePath() : ops_(DefaultDeviceOps()) {
+  const int64_t chunk = params::kCudaStagingChunk.Get();
+  chunk_bytes_ = chunk <= 0 ? 0 : static_cast<size_t>(std::max<int64_t>(4096, chunk));
+}
 
 DevicePath::~DevicePath() {
   if (ops_ == nullptr) return;
@@ -305,7 +306,7 @@ Status DevicePath::StageAndQueue(std::vector<CollArgs> items, const std::vector<
                                  int rank, int size, const QueueFn& queue) {
   std::lock_guard<std::mutex> lock(mu_);
   LOOM_TRY(EnsureSignal());
-  if (items.size() == 1 && where[0].device && !where[0].ipc) {
+  if (chunk_bytes_ > 0 && items.size() == 1 && where[0].device && !where[0].ipc) {
     const CollArgs& a = items.front();
     // A chunk's larger region is about chunk_bytes_.
     const auto [send_blocks, recv_blocks] = ChunkBlocks(a.kind, size);

@@ -72,7 +72,10 @@ class DevicePath {
   // per-rank blocks, each with its own sequence number: the stream copies
   // every chunk to pinned memory first, then waits for and copies back each
   // in turn, so the device-to-host copies, the host algorithm and the copies
-  // back overlap.
+  // back overlap. Every rank must then stage the same way: a rank passing
+  // host memory for the same call runs one operation where this one runs
+  // several (the transports name the mismatch); LOOM_CUDA_STAGING_CHUNK=0
+  // stages whole buffers, for jobs that mix GPU and CPU ranks.
   //
   // Stages `items` (those with where[i].device; others are left alone) and
   // hands them with their StagedOp to `queue`, under one lock so that
@@ -112,7 +115,7 @@ class DevicePath {
   size_t allocations_ = 0;
   uint64_t* done_seq_ = nullptr;  // pinned signal word; UINT64_MAX once released for good
   uint64_t next_seq_ = 0;
-  size_t chunk_bytes_ = 0;  // LOOM_CUDA_STAGING_CHUNK, read at creation
+  size_t chunk_bytes_ = 0;  // LOOM_CUDA_STAGING_CHUNK, read at creation; 0 = whole buffers
   bool released_ = false;  // ReleaseAll ran (before or after the word existed)
 };
 

@@ -50,6 +50,8 @@ Fingerprint LocalFingerprint() {
   fp.emplace_back("NCCL_ALGO", params::kAlgo.Get());
   // Ranks with different tables could pick different algorithms: a hang.
   fp.emplace_back("LOOM_TUNE", params::kTune.Get());
+  // Staged device buffers are split into per-chunk operations of this size.
+  fp.emplace_back("LOOM_CUDA_STAGING_CHUNK", std::to_string(params::kCudaStagingChunk.Get()));
   fp.emplace_back("NCCL_PROTO", EnvValue("PROTO"));
   return fp;
 }

@@ -302,6 +302,22 @@ TEST_P(StagedDeviceBuffers, ChunksCompleteInStreamOrder) {
   unsetenv("LOOM_CUDA_STAGING_CHUNK");
 }
 
+TEST_P(StagedDeviceBuffers, ChunkSizeZeroStagesWholeBuffers) {
+  setenv("LOOM_CUDA_STAGING_CHUNK", "0", 1);
+  RunRanks(2, [&](Communicator& c) {
+    GpuStream s = fake_.CreateStream();
+    const size_t count = size_t{1} << 19;  // 2 MiB of floats: two default chunks
+    auto* buf = static_cast<float*>(fake_.AllocDevice(count * 4));
+    for (size_t i = 0; i < count; ++i) buf[i] = static_cast<float>(c.rank() + 1);
+    ASSERT_TRUE(c.AllReduce(buf, buf, count, DataType::kFloat32, RedOp::kSum, s).ok());
+    ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+    EXPECT_EQ(buf[0], 3.0f);
+    EXPECT_EQ(buf[count - 1], 3.0f);
+  });
+  // Per rank: the signal word and one block for the whole buffer.
+  EXPECT_EQ(fake_.pinned_allocations(), 4u);
+}
+
 TEST_P(IpcDeviceBuffers, PeersAreMappedOnceAndEachBlockIsReducedOnce) {
   constexpr int kOps = 20;
   RunRanks(2, [&](Communicator& c) {
