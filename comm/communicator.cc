@@ -235,7 +235,8 @@ Status Communicator::Impl::IssueBlocking(const CollArgs& args) {
 Status Communicator::Impl::IssueOnStream(const CollArgs& args, GpuStream stream) {
   Status v = Validate(args);
   Result<cuda::MemSpace> space = cuda::MemSpace::kHost;
-  if (v.ok()) space = device_.Classify(args, rank);
+  bool managed = false;
+  if (v.ok()) space = device_.Classify(args, rank, &managed);
   if (v.ok() && !space.ok()) v = space.status();
   if (!v.ok()) {
     LOOM_WARN(log::kColl, "rank %d: %s", rank, v.message().c_str());
@@ -244,7 +245,7 @@ Status Communicator::Impl::IssueOnStream(const CollArgs& args, GpuStream stream)
   if (space.value() == cuda::MemSpace::kHost) return IssueBlocking(args);
   // Managed memory cannot be exported through CUDA IPC: staged (then every
   // rank must pass managed memory, as NCCL expects one kind on all ranks).
-  const Placement where{true, stream, ipc_.Handles(args.kind) && !device_.UsesManaged(args, rank)};
+  const Placement where{true, stream, ipc_.Handles(args.kind) && !managed};
   if (GroupDepth() > 0) {
     GroupAdd(this, args, where);
     return Status::Ok();

@@ -150,7 +150,8 @@ DevicePath::~DevicePath() {
   ops_->FreePinned(done_seq_);
 }
 
-Result<cuda::MemSpace> DevicePath::Classify(const CollArgs& a, int rank) const {
+Result<cuda::MemSpace> DevicePath::Classify(const CollArgs& a, int rank, bool* managed) const {
+  if (managed != nullptr) *managed = false;
   if (ops_ == nullptr || a.count == 0) return cuda::MemSpace::kHost;
   // Size 1 is enough to tell which buffers the op touches here.
   const Extents e = ExtentsOf(a, rank, 1);
@@ -166,17 +167,10 @@ Result<cuda::MemSpace> DevicePath::Classify(const CollArgs& a, int rank) const {
                         ", " + Describe("recvbuf", recv) +
                         ": both buffers must be device memory, or both host memory");
   }
+  if (managed != nullptr) {
+    *managed = std::string_view(send.kind) == "managed" || std::string_view(recv.kind) == "managed";
+  }
   return e.send > 0 ? send.space : recv.space;
-}
-
-bool DevicePath::UsesManaged(const CollArgs& a, int rank) const {
-  if (ops_ == nullptr || a.count == 0) return false;
-  const Extents e = ExtentsOf(a, rank, 1);
-  auto managed = [&](const void* p) {
-    Result<cuda::BufferPlace> place = ops_->Classify(p);
-    return place.ok() && std::string_view(place->kind) == "managed";
-  };
-  return (e.send > 0 && managed(a.send)) || (e.recv > 0 && managed(a.recv));
 }
 
 Status DevicePath::EnsureSignal() {

@@ -62,10 +62,9 @@ class DevicePath {
   // are no device ops, nothing to move, or both buffers are host memory;
   // InvalidUsage naming both buffers when one is device memory and the other
   // host memory.
-  Result<cuda::MemSpace> Classify(const CollArgs& a, int rank) const;
-  // Whether a buffer `a` uses on `rank` is managed memory (device space,
-  // but not exportable through CUDA IPC: such operations are staged).
-  bool UsesManaged(const CollArgs& a, int rank) const;
+  // `managed` (optional) tells whether a buffer it uses is managed memory:
+  // device space, but not exportable through CUDA IPC, so such calls stage.
+  Result<cuda::MemSpace> Classify(const CollArgs& a, int rank, bool* managed = nullptr) const;
 
   // A single staged collective larger than the chunk
   // (LOOM_CUDA_STAGING_CHUNK) is split into one operation per chunk of the
