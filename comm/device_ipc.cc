@@ -295,7 +295,7 @@ Status DeviceIpc::WaitDevice(Deadline deadline, const std::atomic<bool>& abort) 
   }
 }
 
-Result<void*> DeviceIpc::Scratch(size_t bytes) {
+Result<void*> DeviceIpc::DeviceScratch(size_t bytes) {
   if (scratch_bytes_ < bytes) {
     if (scratch_ != nullptr) retired_.push_back(scratch_);
     scratch_ = nullptr;
@@ -437,7 +437,7 @@ Status DeviceIpc::Run(Engine& e, int r, const CollArgs& a, Deadline deadline,
   const void* send = a.send;
   if (a.kind == OpKind::kAllToAll && a.send == a.recv) {
     // In place: peers read a snapshot while this rank overwrites its buffer.
-    LOOM_ASSIGN_OR_RETURN(void* snap, Scratch(bytes * n));
+    LOOM_ASSIGN_OR_RETURN(void* snap, DeviceScratch(bytes * n));
     LOOM_TRY(ops_->CopyAsync(snap, a.send, bytes * n, stream_));
     LOOM_TRY(WaitDevice(deadline, abort));
     send = snap;

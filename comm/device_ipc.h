@@ -106,7 +106,7 @@ class DeviceIpc {
   struct Buffers;  // device_ipc.cc
   Status EnsureStream();
   Status WaitDevice(Deadline deadline, const std::atomic<bool>& abort);
-  Result<void*> Scratch(size_t bytes);
+  Result<void*> DeviceScratch(size_t bytes);  // grows scratch_ (never frees in use)
   Result<const void*> PeerPointer(int peer, const cuda::IpcExport& e, bool present);
 
   cuda::DeviceOps* ops_ = nullptr;
