@@ -78,38 +78,6 @@ Transfer MakeTransfer(const CollArgs& a, Transfer::Dir dir, int peer, size_t byt
   return t;
 }
 
-// Every rank sends `mine` to every peer and receives theirs into `all`.
-Status ExchangeRecords(Engine& e, int r, const CollArgs& a, const OpRecord& mine,
-                std::vector<OpRecord>* all, Deadline deadline) {
-  const int n = e.size();
-  all->assign(n, OpRecord{});
-  (*all)[r] = mine;
-  std::vector<Transfer> t;
-  t.reserve(2 * n);
-  for (int p = 0; p < n; ++p) {
-    if (p == r) continue;
-    Transfer s = MakeTransfer(a, Transfer::Dir::kSend, p, sizeof(OpRecord));
-    s.src = &mine;
-    t.push_back(s);
-    Transfer v = MakeTransfer(a, Transfer::Dir::kRecv, p, sizeof(OpRecord));
-    v.dst = &(*all)[p];
-    t.push_back(v);
-  }
-  return e.Run(t, deadline);
-}
-
-// An empty message to and from every peer: "my part is done".
-Status SyncAll(Engine& e, int r, const CollArgs& a, Deadline deadline) {
-  std::vector<Transfer> t;
-  t.reserve(2 * e.size());
-  for (int p = 0; p < e.size(); ++p) {
-    if (p == r) continue;
-    t.push_back(MakeTransfer(a, Transfer::Dir::kSend, p, 0));
-    t.push_back(MakeTransfer(a, Transfer::Dir::kRecv, p, 0));
-  }
-  return e.Run(t, deadline);
-}
-
 const char* At(const void* base, size_t byte_offset) {
   return static_cast<const char*>(base) + byte_offset;
 }
@@ -464,7 +432,9 @@ Status DeviceIpc::Run(Engine& e, int r, const CollArgs& a, Deadline deadline,
   if (share_send && n > 1) export_into(send, &mine.send, &mine.has_send);
   if (share_recv && n > 1) export_into(a.recv, &mine.recv, &mine.has_recv);
   std::vector<OpRecord> all;
-  LOOM_TRY(ExchangeRecords(e, r, a, mine, &all, deadline));
+  all.assign(e.size(), OpRecord{});
+  all[r] = mine;
+  LOOM_TRY(ExchangeWithAll(e, r, a, &mine, all.data(), sizeof(OpRecord), deadline));
   for (int p = 0; p < n; ++p) {
     if (all[p].magic == kRecordMagic && all[p].exported == 0) {
       all[p].why[sizeof(all[p].why) - 1] = '\0';
@@ -516,7 +486,7 @@ Status DeviceIpc::Run(Engine& e, int r, const CollArgs& a, Deadline deadline,
       const patterns::Range mine_block = patterns::BlockRange(a.count, n, r, std::max<size_t>(1, 64 / es));
       LOOM_TRY(reduce_all(At(a.recv, mine_block.offset * es), mine_block.offset * es, mine_block.count));
       LOOM_TRY(WaitDevice(deadline, abort));
-      LOOM_TRY(SyncAll(e, r, a, deadline));  // every block final
+      LOOM_TRY(SyncWithAll(e, r, a, deadline));  // every block final
       for (int p = 0; p < n; ++p) {
         if (p == r) continue;
         const patterns::Range b = patterns::BlockRange(a.count, n, p, std::max<size_t>(1, 64 / es));
@@ -546,7 +516,7 @@ Status DeviceIpc::Run(Engine& e, int r, const CollArgs& a, Deadline deadline,
   }
   LOOM_TRY(WaitDevice(deadline, abort));
   // Nobody returns (and lets its stream change its buffers) while a peer reads.
-  return SyncAll(e, r, a, deadline);
+  return SyncWithAll(e, r, a, deadline);
 }
 
 }  // namespace loom

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "collectives/patterns/recursive_doubling.h"
 #include "collectives/patterns/ring.h"
@@ -319,30 +320,10 @@ struct PeerBuffers {
 // recv_bytes) are.
 Status ExchangeAddresses(Engine& e, int r, const CollArgs& a, size_t send_bytes,
                          size_t recv_bytes, std::vector<PeerBuffers>* out, Deadline deadline) {
-  const int n = e.size();
-  out->assign(n, PeerBuffers{});
-  PeerBuffers mine{reinterpret_cast<uint64_t>(a.send), reinterpret_cast<uint64_t>(a.recv),
-                   FindShared(a.send, send_bytes), FindShared(a.recv, recv_bytes)};
-  (*out)[r] = mine;
-  Plan plan(a, 2 * n);
-  for (int p = 0; p < n; ++p) {
-    if (p == r) continue;
-    plan.Send(p, &mine, sizeof(mine));
-    plan.Recv(p, &(*out)[p], sizeof(PeerBuffers));
-  }
-  return plan.Run(e, deadline);
-}
-
-// An empty message to and from every peer in `peers`: "my part is done".
-Status SyncWith(Engine& e, int r, const CollArgs& a, const std::vector<int>& peers,
-                Deadline deadline) {
-  Plan plan(a, 2 * peers.size());
-  for (int p : peers) {
-    if (p == r) continue;
-    plan.Send(p, nullptr, 0);
-    plan.Recv(p, nullptr, 0);
-  }
-  return plan.Run(e, deadline);
+  out->assign(e.size(), PeerBuffers{});
+  (*out)[r] = PeerBuffers{reinterpret_cast<uint64_t>(a.send), reinterpret_cast<uint64_t>(a.recv),
+                          FindShared(a.send, send_bytes), FindShared(a.recv, recv_bytes)};
+  return ExchangeWithAll(e, r, a, &(*out)[r], out->data(), sizeof(PeerBuffers), deadline);
 }
 
 // dst = `bytes` at `remote` in peer p's memory.
@@ -354,12 +335,6 @@ Status CopyFromPeer(Engine& e, int p, void* dst, uint64_t remote, const SharedRe
     return Status::Ok();
   }
   return c->ReadPeer(dst, remote, bytes);
-}
-
-std::vector<int> AllRanks(int n) {
-  std::vector<int> v(n);
-  for (int i = 0; i < n; ++i) v[i] = i;
-  return v;
 }
 
 // out[range] = reduction over ranks (this rank's `local` first, then peers in
@@ -416,8 +391,7 @@ Status DirectAllReduce(Engine& e, int r, const CollArgs& a, const std::vector<Pe
   LOOM_TRY(ReduceFromPeers(e, r, a, bufs, mine.offset, mine.count, At(a.recv, mine.offset, es), scratch));
   if (a.op == RedOp::kAvg) ScaleForAvg(At(a.recv, mine.offset, es), mine.count, a.type, n);
   // 2. Once every block is final, copy the others' blocks from their recv.
-  const std::vector<int> all = AllRanks(n);
-  LOOM_TRY(SyncWith(e, r, a, all, deadline));
+  LOOM_TRY(SyncWithAll(e, r, a, deadline));
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
     const Range b = BlockRange(a.count, n, p, 64 / es);
@@ -425,7 +399,7 @@ Status DirectAllReduce(Engine& e, int r, const CollArgs& a, const std::vector<Pe
                           bufs[p].recv_ref, b.count * es));
   }
   // 3. Nobody returns (and lets its buffers change) while others still read.
-  return SyncWith(e, r, a, all, deadline);
+  return SyncWithAll(e, r, a, deadline);
 }
 
 Status DirectReduceScatter(Engine& e, int r, const CollArgs& a,
@@ -433,7 +407,7 @@ Status DirectReduceScatter(Engine& e, int r, const CollArgs& a,
                            Deadline deadline) {
   LOOM_TRY(ReduceFromPeers(e, r, a, bufs, static_cast<size_t>(r) * a.count, a.count, a.recv, scratch));
   if (a.op == RedOp::kAvg) ScaleForAvg(a.recv, a.count, a.type, e.size());
-  return SyncWith(e, r, a, AllRanks(e.size()), deadline);
+  return SyncWithAll(e, r, a, deadline);
 }
 
 Status DirectAllGather(Engine& e, int r, const CollArgs& a, const std::vector<PeerBuffers>& bufs,
@@ -446,7 +420,7 @@ Status DirectAllGather(Engine& e, int r, const CollArgs& a, const std::vector<Pe
     if (p == r) continue;
     LOOM_TRY(CopyFromPeer(e, p, recv + p * bb, bufs[p].send, bufs[p].send_ref, bb));
   }
-  return SyncWith(e, r, a, AllRanks(n), deadline);
+  return SyncWithAll(e, r, a, deadline);
 }
 
 // The root publishes its buffer; everyone reads it; the root waits for all.
@@ -461,7 +435,7 @@ Status DirectBroadcast(Engine& e, int r, const CollArgs& a, Deadline deadline) {
       if (p != r) plan.Send(p, &mine, sizeof(mine));
     }
     LOOM_TRY(plan.Run(e, deadline));
-    return SyncWith(e, r, a, AllRanks(n), deadline);
+    return SyncWithAll(e, r, a, deadline);
   }
   PeerBuffers root{};
   Plan plan(a, 1);
@@ -488,6 +462,35 @@ Status RunDirect(Engine& e, int r, const CollArgs& a, Scratch& scratch, Deadline
 }
 
 }  // namespace
+
+Status ExchangeWithAll(Engine& e, int r, const CollArgs& a, const void* mine, void* all,
+                       size_t bytes, Deadline deadline) {
+  const int n = e.size();
+  Plan plan(a, 2 * n);
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    plan.Send(p, mine, bytes);
+    plan.Recv(p, static_cast<char*>(all) + p * bytes, bytes);
+  }
+  return plan.Run(e, deadline);
+}
+
+Status SyncWith(Engine& e, int r, const CollArgs& a, const std::vector<int>& peers,
+                Deadline deadline) {
+  Plan plan(a, 2 * peers.size());
+  for (int p : peers) {
+    if (p == r) continue;
+    plan.Send(p, nullptr, 0);
+    plan.Recv(p, nullptr, 0);
+  }
+  return plan.Run(e, deadline);
+}
+
+Status SyncWithAll(Engine& e, int r, const CollArgs& a, Deadline deadline) {
+  std::vector<int> all(e.size());
+  std::iota(all.begin(), all.end(), 0);
+  return SyncWith(e, r, a, all, deadline);
+}
 
 bool SharedDirectWorthAsking(OpKind kind, size_t bytes, int nranks) {
   return nranks == 2 && bytes >= kSharedDirectMinBytes &&

@@ -49,6 +49,19 @@ class Scratch {
 Status RunAlgorithm(Engine& engine, int rank, Algo algo, const CollArgs& args, Scratch& scratch,
                     Deadline deadline);
 
+// Two building blocks of the single-copy algorithms (here and in
+// comm/device_ipc.cc), which move only small records through the engine:
+// ExchangeWithAll sends the `bytes` at `mine` to every other rank and
+// receives rank p's into all + p * bytes (this rank's slot is not touched);
+// SyncWith sends an empty message to and receives one from each rank in
+// `peers` but this one ("my part is done"); SyncWithAll does so with every
+// other rank.
+Status ExchangeWithAll(Engine& engine, int rank, const CollArgs& args, const void* mine,
+                       void* all, size_t bytes, Deadline deadline);
+Status SyncWith(Engine& engine, int rank, const CollArgs& args, const std::vector<int>& peers,
+                Deadline deadline);
+Status SyncWithAll(Engine& engine, int rank, const CollArgs& args, Deadline deadline);
+
 // Ranks of one host whose buffers are all in shareable memory (AllocShared)
 // are served best by the Direct algorithms: plain loads from the mapped
 // peers, nothing through the FIFOs (2-rank all-reduce 1.1-2x the default
