@@ -280,7 +280,8 @@ Result<const void*> DeviceIpc::PeerPointer(int peer, const cuda::IpcExport& e, b
   if (process_[peer] == process_[rank_] && !ops_->ipc_within_process()) {
     return reinterpret_cast<const void*>(e.base + e.offset);
   }
-  LOOM_ASSIGN_OR_RETURN(void* p, cache_->Map(peer, e));
+  // Transient: no registration call exists yet (see IpcMappingCache).
+  LOOM_ASSIGN_OR_RETURN(void* p, cache_->Map(peer, e, /*keep=*/false));
   return static_cast<const void*>(p);
 }
 
@@ -373,6 +374,7 @@ Status DeviceIpc::RunSendRecv(Engine& e, int r, std::span<const CollArgs> items,
     LOOM_TRY(ops_->CopyAsync(a.recv, src, want, stream_));
   }
   LOOM_TRY(WaitDevice(deadline, abort));
+  cache_->ReleaseTransient();
   // 3. Each receiver tells its sender that the buffer may change again.
   t.clear();
   for (const CollArgs* a : recvs) t.push_back(MakeTransfer(*a, Transfer::Dir::kSend, a->root, 0));
@@ -515,6 +517,9 @@ Status DeviceIpc::Run(Engine& e, int r, const CollArgs& a, Deadline deadline,
       break;
   }
   LOOM_TRY(WaitDevice(deadline, abort));
+  // Peers' buffers are closed before they hear this rank is done, so none
+  // is freed while still open here (undefined behaviour in CUDA).
+  cache_->ReleaseTransient();
   // Nobody returns (and lets its stream change its buffers) while a peer reads.
   return SyncWithAll(e, r, a, deadline);
 }

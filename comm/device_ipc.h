@@ -13,9 +13,12 @@
 //
 // Per operation (the worker thread, after the user stream's earlier work
 // finished, see device_path.h): ranks swap IpcExports of the buffers the
-// operation touches over the communicator's transports, map them once
-// (IpcMappingCache), and enqueue copies and reduction kernels on the
-// communicator's own stream that read the peers' buffers:
+// operation touches over the communicator's transports, map them for this
+// operation (IpcMappingCache; closed again before the final sync, because a
+// user may free a buffer as soon as its stream passed the operation, and
+// CUDA forbids freeing memory a peer still has open), and enqueue copies and
+// reduction kernels on the communicator's own stream that read the peers'
+// buffers:
 //   all-reduce      reduce my block from every send buffer; sync; copy the
 //                   other blocks from their owners' receive buffers; sync
 //   reduce-scatter  reduce my block from every send buffer; sync

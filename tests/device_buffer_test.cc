@@ -91,6 +91,8 @@ TEST_P(DeviceBuffers, EveryCollectiveOnTwoThreeAndFourRanks) {
   if (ipc()) {
     EXPECT_GT(fake_.reduce_launches(), 0u);
     EXPECT_GT(fake_.ipc_opens(), 0u);
+    EXPECT_EQ(fake_.ipc_closes(), fake_.ipc_opens()) << "every peer mapping closed again";
+    EXPECT_EQ(fake_.frees_while_mapped(), 0u);
   } else {
     EXPECT_EQ(fake_.reduce_launches(), 0u);
     EXPECT_EQ(fake_.ipc_opens(), 0u);
@@ -318,7 +320,7 @@ TEST_P(StagedDeviceBuffers, ChunkSizeZeroStagesWholeBuffers) {
   EXPECT_EQ(fake_.pinned_allocations(), 4u);
 }
 
-TEST_P(IpcDeviceBuffers, PeersAreMappedOnceAndEachBlockIsReducedOnce) {
+TEST_P(IpcDeviceBuffers, PeersAreMappedPerOperationAndEachBlockIsReducedOnce) {
   constexpr int kOps = 20;
   RunRanks(2, [&](Communicator& c) {
     GpuStream s = fake_.CreateStream();
@@ -335,14 +337,20 @@ TEST_P(IpcDeviceBuffers, PeersAreMappedOnceAndEachBlockIsReducedOnce) {
     }
     ASSERT_TRUE(c.Barrier().ok());
   });
-  // Each rank maps the peer's send and receive buffers once, and reduces
-  // its own block once per operation (one peer to add).
-  EXPECT_EQ(fake_.ipc_opens(), 4u);
+  // Each rank maps the peer's send and receive buffers for each operation
+  // and closes them at its end (the user may free them once the stream
+  // passes the operation), and reduces its own block once per operation
+  // (one peer to add).
+  EXPECT_EQ(fake_.ipc_opens(), 4u * kOps);
+  EXPECT_EQ(fake_.ipc_closes(), 4u * kOps);
   EXPECT_EQ(fake_.reduce_launches(), 2u * kOps);
   EXPECT_EQ(fake_.pinned_allocations(), 2u) << "only each communicator's signal word";
 }
 
-TEST_P(IpcDeviceBuffers, AReallocatedPeerBufferIsMappedAfresh) {
+TEST_P(IpcDeviceBuffers, ABufferMayBeFreedOnceTheStreamPassedTheOperation) {
+  // NCCL's contract: when the stream has passed the collective, the buffer
+  // is the user's again. Freeing it while a peer still had it open through
+  // IPC would be undefined behaviour, so no peer may hold it by then.
   RunRanks(2, [&](Communicator& c) {
     GpuStream s = fake_.CreateStream();
     for (int round = 0; round < 3; ++round) {
@@ -351,11 +359,12 @@ TEST_P(IpcDeviceBuffers, AReallocatedPeerBufferIsMappedAfresh) {
       ASSERT_TRUE(c.AllReduce(buf, buf, 64, DataType::kInt64, RedOp::kSum, s).ok());
       ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
       EXPECT_EQ(buf[63], 3 * (round + 1));
-      ASSERT_TRUE(c.Barrier().ok());  // the peer is done with it before it is freed
       fake_.FreeDevice(buf);
     }
+    EXPECT_TRUE(c.AsyncError().ok()) << c.AsyncError().ToString();
   });
   EXPECT_EQ(fake_.ipc_opens(), 6u);  // in place: one buffer per rank per round
+  EXPECT_EQ(fake_.frees_while_mapped(), 0u);
 }
 
 TEST_P(IpcDeviceBuffers, RanksIssuingDifferentOperationsFailNamingIt) {
@@ -398,7 +407,8 @@ TEST_P(IpcDeviceBuffers, SendRecvReadsTheSendersBufferInPlace) {
     ASSERT_TRUE(c.Barrier().ok());
   });
   EXPECT_EQ(fake_.pinned_allocations(), 3u) << "no staging: only the signal words";
-  EXPECT_EQ(fake_.ipc_opens(), 3u) << "each receiver maps its sender's buffer once";
+  EXPECT_EQ(fake_.ipc_opens(), 9u) << "each receiver maps its sender's buffer once per round";
+  EXPECT_EQ(fake_.ipc_closes(), 9u);
 }
 
 TEST_P(IpcDeviceBuffers, SendRecvOfDifferentSizesFailsNamingBoth) {

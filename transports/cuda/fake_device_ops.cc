@@ -205,6 +205,8 @@ void* FakeDeviceOps::AllocDevice(size_t bytes) {
 
 void FakeDeviceOps::FreeDevice(void* p) {
   std::lock_guard<std::mutex> lock(mu_);
+  auto open = imports_.find(p);
+  if (open != imports_.end() && open->second > 0) ++frees_while_mapped_;
   device_.erase(static_cast<const char*>(p));
 }
 
@@ -291,9 +293,15 @@ Result<void*> FakeDeviceOps::FakeIpc::Open(const IpcExport& e) {
                   "cudaIpcOpenMemHandle failed: cudaErrorInvalidValue (fake: allocation freed)");
   }
   ++ops_.ipc_opens_;
+  ++ops_.imports_[reinterpret_cast<const void*>(base)];
   return reinterpret_cast<void*>(base);
 }
 
-void FakeDeviceOps::FakeIpc::Close(void*) { ++ops_.ipc_closes_; }
+void FakeDeviceOps::FakeIpc::Close(void* mapped_base) {
+  std::lock_guard<std::mutex> lock(ops_.mu_);
+  ++ops_.ipc_closes_;
+  auto it = ops_.imports_.find(mapped_base);
+  if (it != ops_.imports_.end() && --it->second == 0) ops_.imports_.erase(it);
+}
 
 }  // namespace loom::cuda

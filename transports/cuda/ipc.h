@@ -5,7 +5,7 @@
 //
 // Flow: the owner calls backend.Export(ptr) and sends the IpcExport (plain
 // bytes) to its local peers through the bootstrap exchange; each peer calls
-// cache.Map(owner_rank, export) and gets a pointer it can pass to kernels.
+// cache.Map(owner_rank, export, registered) and gets a pointer it can pass to kernels.
 // Several processes on one GPU are allowed: IPC handles work within a device.
 #pragma once
 
@@ -50,8 +50,18 @@ class IpcBackend {
 // The CUDA runtime backend.
 std::unique_ptr<IpcBackend> MakeCudaIpcBackend();
 
-// Peer allocations mapped into this process, each opened once and reused by
-// every later operation on a buffer inside it.
+// Peer allocations mapped into this process.
+//
+// CUDA makes it undefined behaviour for an owner to cudaFree memory that a
+// peer still has open, and loom cannot know when a user frees a buffer. So a
+// mapping is transient unless its owner registered the buffer
+// (a promise that it stays allocated: what ncclCommRegister gives NCCL;
+// loom has no registration call yet, so every mapping is transient): the
+// operation that opened a transient mapping closes
+// it (ReleaseTransient) once its device work is done and before it tells
+// the owner that it finished, so the owner's stream never goes on, and the
+// user never frees, while a peer holds the memory open. Kept mappings are
+// reused by every later operation on a buffer inside them.
 //
 // Entries are keyed by (peer, base, size). A peer that frees and allocates
 // again may get the same base: the handle then differs (CUDA guarantees a new
@@ -59,9 +69,8 @@ std::unique_ptr<IpcBackend> MakeCudaIpcBackend();
 // mapping and opens the new one. A new allocation overlapping a cached one of
 // the same peer also evicts it (the old one must have been freed).
 //
-// Thread-safe (one mutex; Open runs under it, which is fine because mapping
-// happens at setup or on the first use of a buffer). Does not own the
-// backend, which must outlive the cache. Closes every mapping on destruction.
+// Thread-safe (one mutex; Open runs under it). Does not own the backend,
+// which must outlive the cache. Closes every mapping on destruction.
 class IpcMappingCache {
  public:
   explicit IpcMappingCache(IpcBackend* backend) : backend_(backend) {}
@@ -70,10 +79,17 @@ class IpcMappingCache {
   IpcMappingCache& operator=(const IpcMappingCache&) = delete;
 
   // Local address of the peer's exported pointer (mapped base + offset),
-  // opening the allocation on first use. Errors: kInvalidArgument for an
-  // export whose offset is outside its allocation or whose size is 0, and
-  // whatever the backend's Open returns (nothing is cached then).
-  Result<void*> Map(int peer, const IpcExport& e);
+  // opening the allocation unless it is open already. `keep` is the owner's
+  // current word on the allocation: registered, so the mapping stays for
+  // later operations, or not (then it is transient, until ReleaseTransient).
+  // Errors: kInvalidArgument for an export whose offset is outside its
+  // allocation or whose size is 0, and whatever the backend's Open returns
+  // (nothing is cached then).
+  Result<void*> Map(int peer, const IpcExport& e, bool keep);
+
+  // Closes every transient mapping. Call only once the device no longer
+  // reads any of them.
+  void ReleaseTransient();
 
   // Closes every mapping of `peer` (it left, or the communicator is being
   // aborted); later Maps open afresh.
@@ -83,6 +99,7 @@ class IpcMappingCache {
     uint64_t hits = 0;
     uint64_t opens = 0;
     uint64_t evictions = 0;  // stale or overlapping mappings closed
+    uint64_t releases = 0;   // transient mappings closed by ReleaseTransient
   };
   Stats stats() const;
   size_t size() const;  // live mappings
@@ -97,6 +114,7 @@ class IpcMappingCache {
   struct Entry {
     std::array<char, 64> handle;
     void* mapped;
+    bool keep;
   };
   void EvictOverlapping(int peer, uint64_t base, uint64_t size);  // holds mu_
 

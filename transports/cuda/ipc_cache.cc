@@ -1,4 +1,4 @@
-// IpcMappingCache: peer allocations mapped once per communicator. Plain C++
+// IpcMappingCache: peer allocations mapped into this process. Plain C++
 // (the CUDA calls are behind IpcBackend), so it is built and tested with or
 // without the CUDA toolkit.
 #include <string>
@@ -12,7 +12,7 @@ IpcMappingCache::~IpcMappingCache() {
   for (auto& [key, entry] : entries_) backend_->Close(entry.mapped);
 }
 
-Result<void*> IpcMappingCache::Map(int peer, const IpcExport& e) {
+Result<void*> IpcMappingCache::Map(int peer, const IpcExport& e, bool keep) {
   if (e.size == 0 || e.offset >= e.size) {
     return InvalidArgument("CUDA IPC export from rank " + std::to_string(peer) + " has offset " +
                            std::to_string(e.offset) + " outside its " + std::to_string(e.size) +
@@ -24,6 +24,7 @@ Result<void*> IpcMappingCache::Map(int peer, const IpcExport& e) {
   if (it != entries_.end()) {
     if (it->second.handle == e.handle) {
       ++stats_.hits;
+      it->second.keep = keep;
       return static_cast<char*>(it->second.mapped) + e.offset;
     }
     // Same range, new handle: the peer freed and reallocated it.
@@ -34,9 +35,9 @@ Result<void*> IpcMappingCache::Map(int peer, const IpcExport& e) {
   EvictOverlapping(peer, e.base, e.size);
   LOOM_ASSIGN_OR_RETURN(void* mapped, backend_->Open(e));
   ++stats_.opens;
-  entries_.emplace(key, Entry{e.handle, mapped});
-  LOOM_TRACE(log::kP2P, "CUDA IPC: mapped %llu bytes of rank %d at %p",
-             static_cast<unsigned long long>(e.size), peer, mapped);
+  entries_.emplace(key, Entry{e.handle, mapped, keep});
+  LOOM_TRACE(log::kP2P, "CUDA IPC: mapped %llu bytes of rank %d at %p (%s)",
+             static_cast<unsigned long long>(e.size), peer, mapped, keep ? "registered" : "this operation");
   return static_cast<char*>(mapped) + e.offset;
 }
 
@@ -52,6 +53,19 @@ void IpcMappingCache::EvictOverlapping(int peer, uint64_t base, uint64_t size) {
     } else {
       ++it;
     }
+  }
+}
+
+void IpcMappingCache::ReleaseTransient() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->second.keep) {
+      ++it;
+      continue;
+    }
+    backend_->Close(it->second.mapped);
+    it = entries_.erase(it);
+    ++stats_.releases;
   }
 }
 

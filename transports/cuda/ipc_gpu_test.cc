@@ -84,9 +84,9 @@ TEST(CudaIpcTwoProcesses, PeerBufferIsMappedOnceAndReadByAKernel) {
   std::vector<float> out(kCount);
   {
     IpcMappingCache cache(backend.get());
-    Result<void*> peer = cache.Map(1, e);
+    Result<void*> peer = cache.Map(1, e, true);
     ASSERT_TRUE(peer.ok()) << peer.status().ToString();
-    Result<void*> again = cache.Map(1, e);
+    Result<void*> again = cache.Map(1, e, true);
     ASSERT_TRUE(again.ok());
     EXPECT_EQ(peer.value(), again.value());
     EXPECT_EQ(cache.stats().opens, 1u);

@@ -58,12 +58,41 @@ uintptr_t Addr(const Result<void*>& r) {
   return reinterpret_cast<uintptr_t>(r.value());
 }
 
+TEST(IpcMappingCacheTest, TransientMappingsCloseOnReleaseAndKeptOnesStay) {
+  FakeBackend fake;
+  IpcMappingCache cache(&fake);
+  // One operation maps a peer's unregistered buffer twice (send and recv in
+  // one allocation) and a registered one.
+  ASSERT_TRUE(cache.Map(1, Export('a', 0x1000000, 1 << 20, 0), false).ok());
+  ASSERT_TRUE(cache.Map(1, Export('a', 0x1000000, 1 << 20, 64), false).ok());
+  ASSERT_TRUE(cache.Map(1, Export('r', 0x3000000, 1 << 20), true).ok());
+  EXPECT_EQ(fake.opens, 2);
+  cache.ReleaseTransient();
+  EXPECT_EQ(fake.closes, 1) << "the unregistered buffer is closed when the operation ends";
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_EQ(cache.stats().releases, 1u);
+  // The registered one is reused; the unregistered one opens again.
+  ASSERT_TRUE(cache.Map(1, Export('r', 0x3000000, 1 << 20), true).ok());
+  ASSERT_TRUE(cache.Map(1, Export('a', 0x1000000, 1 << 20), false).ok());
+  EXPECT_EQ(fake.opens, 3);
+  // The owner's word changes with each operation: registered now, kept;
+  // deregistered later, closed at the end of that operation.
+  ASSERT_TRUE(cache.Map(1, Export('a', 0x1000000, 1 << 20), true).ok());
+  cache.ReleaseTransient();
+  EXPECT_EQ(fake.closes, 1);
+  EXPECT_EQ(cache.size(), 2u);
+  ASSERT_TRUE(cache.Map(1, Export('r', 0x3000000, 1 << 20), false).ok());
+  cache.ReleaseTransient();
+  EXPECT_EQ(fake.closes, 2);
+  EXPECT_EQ(cache.size(), 1u);
+}
+
 TEST(IpcMappingCacheTest, OpensOnceAndAddsTheOffset) {
   FakeBackend fake;
   IpcMappingCache cache(&fake);
-  Result<void*> a = cache.Map(1, Export('a', 0x1000000, 1 << 20, 0));
+  Result<void*> a = cache.Map(1, Export('a', 0x1000000, 1 << 20, 0), true);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
-  Result<void*> b = cache.Map(1, Export('a', 0x1000000, 1 << 20, 4096));
+  Result<void*> b = cache.Map(1, Export('a', 0x1000000, 1 << 20, 4096), true);
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(Addr(b), Addr(a) + 4096);
   EXPECT_EQ(fake.opens, 1);
@@ -75,8 +104,8 @@ TEST(IpcMappingCacheTest, OpensOnceAndAddsTheOffset) {
 TEST(IpcMappingCacheTest, SameAddressOnAnotherPeerIsAnotherMapping) {
   FakeBackend fake;
   IpcMappingCache cache(&fake);
-  Result<void*> a = cache.Map(1, Export('a', 0x1000000, 1 << 20));
-  Result<void*> b = cache.Map(2, Export('b', 0x1000000, 1 << 20));
+  Result<void*> a = cache.Map(1, Export('a', 0x1000000, 1 << 20), true);
+  Result<void*> b = cache.Map(2, Export('b', 0x1000000, 1 << 20), true);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_NE(Addr(a), Addr(b));
   EXPECT_EQ(fake.opens, 2);
@@ -86,9 +115,9 @@ TEST(IpcMappingCacheTest, SameAddressOnAnotherPeerIsAnotherMapping) {
 TEST(IpcMappingCacheTest, ReallocationAtTheSameAddressReopens) {
   FakeBackend fake;
   IpcMappingCache cache(&fake);
-  ASSERT_TRUE(cache.Map(1, Export('a', 0x1000000, 1 << 20)).ok());
+  ASSERT_TRUE(cache.Map(1, Export('a', 0x1000000, 1 << 20), true).ok());
   // Peer freed it and cudaMalloc returned the same range: new handle.
-  ASSERT_TRUE(cache.Map(1, Export('z', 0x1000000, 1 << 20)).ok());
+  ASSERT_TRUE(cache.Map(1, Export('z', 0x1000000, 1 << 20), true).ok());
   EXPECT_EQ(fake.opens, 2);
   EXPECT_EQ(fake.closes, 1);
   EXPECT_EQ(cache.stats().evictions, 1u);
@@ -98,26 +127,26 @@ TEST(IpcMappingCacheTest, ReallocationAtTheSameAddressReopens) {
 TEST(IpcMappingCacheTest, OverlappingNewAllocationEvictsOnlyTheOverlapped) {
   FakeBackend fake;
   IpcMappingCache cache(&fake);
-  ASSERT_TRUE(cache.Map(1, Export('a', 0x1000000, 0x100000)).ok());  // [16M, 17M)
-  ASSERT_TRUE(cache.Map(1, Export('b', 0x1100000, 0x100000)).ok());  // [17M, 18M)
-  ASSERT_TRUE(cache.Map(1, Export('c', 0x1200000, 0x100000)).ok());  // [18M, 19M)
-  ASSERT_TRUE(cache.Map(2, Export('d', 0x1080000, 0x100000)).ok());  // other peer: untouched
+  ASSERT_TRUE(cache.Map(1, Export('a', 0x1000000, 0x100000), true).ok());  // [16M, 17M)
+  ASSERT_TRUE(cache.Map(1, Export('b', 0x1100000, 0x100000), true).ok());  // [17M, 18M)
+  ASSERT_TRUE(cache.Map(1, Export('c', 0x1200000, 0x100000), true).ok());  // [18M, 19M)
+  ASSERT_TRUE(cache.Map(2, Export('d', 0x1080000, 0x100000), true).ok());  // other peer: untouched
   // A bigger allocation of peer 1 over [16.5M, 18M) covers a and b, not c.
-  ASSERT_TRUE(cache.Map(1, Export('e', 0x1080000, 0x180000)).ok());
+  ASSERT_TRUE(cache.Map(1, Export('e', 0x1080000, 0x180000), true).ok());
   EXPECT_EQ(cache.stats().evictions, 2u);
   EXPECT_EQ(cache.size(), 3u);  // c, d, e
   // c and d are still hits.
-  ASSERT_TRUE(cache.Map(1, Export('c', 0x1200000, 0x100000)).ok());
-  ASSERT_TRUE(cache.Map(2, Export('d', 0x1080000, 0x100000)).ok());
+  ASSERT_TRUE(cache.Map(1, Export('c', 0x1200000, 0x100000), true).ok());
+  ASSERT_TRUE(cache.Map(2, Export('d', 0x1080000, 0x100000), true).ok());
   EXPECT_EQ(cache.stats().hits, 2u);
 }
 
 TEST(IpcMappingCacheTest, AdjacentAllocationsDoNotOverlap) {
   FakeBackend fake;
   IpcMappingCache cache(&fake);
-  ASSERT_TRUE(cache.Map(1, Export('a', 0x1000, 0x1000)).ok());
-  ASSERT_TRUE(cache.Map(1, Export('b', 0x2000, 0x1000)).ok());
-  ASSERT_TRUE(cache.Map(1, Export('c', 0x0, 0x1000)).ok());
+  ASSERT_TRUE(cache.Map(1, Export('a', 0x1000, 0x1000), true).ok());
+  ASSERT_TRUE(cache.Map(1, Export('b', 0x2000, 0x1000), true).ok());
+  ASSERT_TRUE(cache.Map(1, Export('c', 0x0, 0x1000), true).ok());
   EXPECT_EQ(cache.stats().evictions, 0u);
   EXPECT_EQ(cache.size(), 3u);
 }
@@ -125,10 +154,10 @@ TEST(IpcMappingCacheTest, AdjacentAllocationsDoNotOverlap) {
 TEST(IpcMappingCacheTest, BadExportsAreRejectedWithoutOpening) {
   FakeBackend fake;
   IpcMappingCache cache(&fake);
-  Result<void*> past = cache.Map(3, Export('a', 0x1000, 0x1000, 0x1000));
+  Result<void*> past = cache.Map(3, Export('a', 0x1000, 0x1000, 0x1000), true);
   EXPECT_EQ(past.status().code(), Code::kInvalidArgument);
   EXPECT_NE(past.status().message().find("rank 3"), std::string::npos);
-  EXPECT_EQ(cache.Map(3, Export('a', 0x1000, 0)).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(cache.Map(3, Export('a', 0x1000, 0), true).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(fake.opens, 0);
 }
 
@@ -136,10 +165,10 @@ TEST(IpcMappingCacheTest, AFailedOpenCachesNothing) {
   FakeBackend fake;
   IpcMappingCache cache(&fake);
   fake.fail_next_open = true;
-  Result<void*> r = cache.Map(1, Export('a', 0x1000, 0x1000));
+  Result<void*> r = cache.Map(1, Export('a', 0x1000, 0x1000), true);
   EXPECT_EQ(r.status().code(), Code::kUnhandledCudaError);
   EXPECT_EQ(cache.size(), 0u);
-  EXPECT_TRUE(cache.Map(1, Export('a', 0x1000, 0x1000)).ok());  // retried, works
+  EXPECT_TRUE(cache.Map(1, Export('a', 0x1000, 0x1000), true).ok());  // retried, works
   EXPECT_EQ(fake.opens, 2);
 }
 
@@ -147,14 +176,14 @@ TEST(IpcMappingCacheTest, ForgetPeerAndDestructionCloseEverything) {
   FakeBackend fake;
   {
     IpcMappingCache cache(&fake);
-    ASSERT_TRUE(cache.Map(1, Export('a', 0x1000, 0x1000)).ok());
-    ASSERT_TRUE(cache.Map(1, Export('b', 0x4000, 0x1000)).ok());
-    ASSERT_TRUE(cache.Map(2, Export('c', 0x1000, 0x1000)).ok());
+    ASSERT_TRUE(cache.Map(1, Export('a', 0x1000, 0x1000), true).ok());
+    ASSERT_TRUE(cache.Map(1, Export('b', 0x4000, 0x1000), true).ok());
+    ASSERT_TRUE(cache.Map(2, Export('c', 0x1000, 0x1000), true).ok());
     cache.ForgetPeer(1);
     EXPECT_EQ(fake.closes, 2);
     EXPECT_EQ(cache.size(), 1u);
     cache.ForgetPeer(7);                                          // nothing mapped: no-op
-    ASSERT_TRUE(cache.Map(1, Export('a', 0x1000, 0x1000)).ok());  // opens afresh
+    ASSERT_TRUE(cache.Map(1, Export('a', 0x1000, 0x1000), true).ok());  // opens afresh
     EXPECT_EQ(fake.opens, 4);
   }
   EXPECT_TRUE(fake.open.empty());
@@ -169,7 +198,7 @@ TEST(IpcMappingCacheTest, ConcurrentMapsOfOneAllocationOpenItOnce) {
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 100; ++i) {
-        Result<void*> r = cache.Map(1, Export('a', 0x1000, 0x10000, 64));
+        Result<void*> r = cache.Map(1, Export('a', 0x1000, 0x10000, 64), true);
         ASSERT_TRUE(r.ok());
         got[t] = Addr(r);
       }
