@@ -158,14 +158,16 @@ void Communicator::Impl::RunFront(std::unique_lock<std::mutex>& lock) {
   queue_.pop_front();
   executing_ = true;
   lock.unlock();
+  if (op.staged) staged_running_.store(true);
   Status s = AsyncError();
   if (s.ok() && op.staged) s = device_.AwaitReady(*op.staged, OpDeadline(), abort_);
   if (s.ok()) s = Execute(op.items);
-  if (!s.ok()) {
-    Fail(s);
-  } else if (op.staged) {
-    device_.Complete(*op.staged);
+  if (op.staged) {
+    staged_running_.store(false);
+    if (s.ok()) device_.Complete(*op.staged);
+    if (!s.ok() || abort_.load()) device_.ReleaseAll();
   }
+  if (!s.ok()) Fail(s);
   op.state->Complete(s);
   lock.lock();
   executing_ = false;
@@ -414,7 +416,7 @@ void Communicator::Impl::Fail(const Status& s) {
     }
   }
   abort_.store(true);
-  device_.ReleaseAll();  // no stream waits for an operation that will not run
+  ReleaseStreams();  // no stream waits for an operation that will not run
   if (engine_) engine_->Wake();
   if (first) {
     LOOM_WARN(log::kColl, "rank %d: %s", rank, s.ToString().c_str());
@@ -429,8 +431,19 @@ void Communicator::Impl::Abort(const Status& why) {
     if (async_error_.ok()) async_error_ = why;
   }
   abort_.store(true);
-  device_.ReleaseAll();
+  ReleaseStreams();
   if (engine_) engine_->Wake();
+}
+
+// While an operation on device buffers executes, its host side still writes
+// the pinned memory that its streams copy back once released: releasing
+// them then would let a copy read memory being written. So the thread
+// executing it releases them as soon as the operation returns (it sees
+// abort_ at its next wait). abort_ is stored before the check here and
+// staged_running_ cleared before abort_ is read there, so one side always
+// releases.
+void Communicator::Impl::ReleaseStreams() {
+  if (!staged_running_.load()) device_.ReleaseAll();
 }
 
 Status Communicator::Impl::AsyncError() const {

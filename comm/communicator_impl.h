@@ -98,6 +98,9 @@ class Communicator::Impl {
   Status RunOne(const CollArgs& a, Deadline deadline);
   Deadline OpDeadline() const;
   void Fail(const Status& s);
+  // Lets the streams waiting on this communicator go on, now or, while an
+  // operation on device buffers executes, as soon as it returns.
+  void ReleaseStreams();
 
   OpTracker tracker_;
   uint64_t status_handle_ = 0;  // RegisterStatusSource; 0 = not registered
@@ -122,6 +125,7 @@ class Communicator::Impl {
   int split_count_ = 0;
 
   std::atomic<bool> abort_{false};
+  std::atomic<bool> staged_running_{false};  // RunFront executes a device-buffer op
   mutable std::mutex err_mu_;
   Status async_error_;
 
