@@ -158,16 +158,18 @@ void Communicator::Impl::RunFront(std::unique_lock<std::mutex>& lock) {
   queue_.pop_front();
   executing_ = true;
   lock.unlock();
-  if (op.staged) staged_running_.store(true);
+  const bool pinned = op.staged && DevicePath::UsesPinned(*op.staged);
+  if (pinned) staged_running_.store(true);
   Status s = AsyncError();
   if (s.ok() && op.staged) s = device_.AwaitReady(*op.staged, OpDeadline(), abort_);
   if (s.ok()) s = Execute(op.items);
-  if (op.staged) {
-    staged_running_.store(false);
-    if (s.ok()) device_.Complete(*op.staged);
-    if (!s.ok() || abort_.load()) device_.ReleaseAll();
+  if (pinned) staged_running_.store(false);
+  if (!s.ok()) {
+    Fail(s);  // records the error, then releases the streams
+  } else if (op.staged) {
+    device_.Complete(*op.staged);
+    if (release_requested_.load()) device_.ReleaseAll();  // deferred by ReleaseStreams
   }
-  if (!s.ok()) Fail(s);
   op.state->Complete(s);
   lock.lock();
   executing_ = false;
@@ -275,7 +277,7 @@ Work Communicator::Impl::SubmitGroup(std::vector<CollArgs> items,
     return DoneWork(s);
   }
   // Refused at once (issued after Finalize): its streams must not wait for it.
-  if (w.Test() && !w.Wait().ok()) device_.ReleaseAll();
+  if (w.Test() && !w.Wait().ok()) ReleaseStreams();
   return w;
 }
 
@@ -435,14 +437,16 @@ void Communicator::Impl::Abort(const Status& why) {
   if (engine_) engine_->Wake();
 }
 
-// While an operation on device buffers executes, its host side still writes
-// the pinned memory that its streams copy back once released: releasing
-// them then would let a copy read memory being written. So the thread
-// executing it releases them as soon as the operation returns (it sees
-// abort_ at its next wait). abort_ is stored before the check here and
-// staged_running_ cleared before abort_ is read there, so one side always
-// releases.
+// While a staged operation executes, its host side still writes the pinned
+// memory that its streams copy back once released: releasing them then
+// would let a copy read memory being written. So the thread executing it
+// releases them as soon as the operation returns (Fail and Abort also set
+// abort_, which it sees at its next wait). release_requested_ is stored
+// before staged_running_ is read here, and staged_running_ cleared before
+// release_requested_ is read there (all sequentially consistent), so one
+// side always releases. Operations that only wait (CUDA IPC) never defer.
 void Communicator::Impl::ReleaseStreams() {
+  release_requested_.store(true);
   if (!staged_running_.load()) device_.ReleaseAll();
 }
 

@@ -23,6 +23,7 @@ namespace {
 
 constexpr uint32_t kRecordMagic = 0x6c6f6970;  // "loip"
 constexpr auto kDrainWait = std::chrono::seconds(10);
+constexpr auto kIdleWait = std::chrono::milliseconds(100);  // CloseMappingsIfIdle
 
 // What a rank tells its peers about one operation's buffers.
 struct OpRecord {
@@ -285,6 +286,24 @@ Result<const void*> DeviceIpc::PeerPointer(int peer, const cuda::IpcExport& e, b
   return static_cast<const void*>(p);
 }
 
+void DeviceIpc::CloseMappingsIfIdle() {
+  if (cache_ == nullptr) return;
+  if (have_stream_) {
+    // Work that is still running after a short wait (a timeout, an abort)
+    // keeps its mappings: the destructor drains the stream, then closes them.
+    if (!ops_->RecordEvent(done_, stream_).ok()) return;
+    const auto until = std::chrono::steady_clock::now() + kIdleWait;
+    for (;;) {
+      Result<bool> idle = ops_->QueryEvent(done_);
+      if (!idle.ok()) return;
+      if (idle.value()) break;
+      if (std::chrono::steady_clock::now() >= until) return;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  cache_->ReleaseTransient();
+}
+
 cuda::IpcMappingCache::Stats DeviceIpc::mapping_stats() const {
   return cache_ ? cache_->stats() : cuda::IpcMappingCache::Stats{};
 }
@@ -294,6 +313,7 @@ Status DeviceIpc::RunSendRecv(Engine& e, int r, std::span<const CollArgs> items,
   LOOM_TRY(ops_->SetDevice(device_));
   LOOM_TRY(EnsureStream());
   ++operations_;
+  CloseOnError close_on_error{this};
   std::vector<const CollArgs*> self_sends, self_recvs, sends, recvs;
   for (const CollArgs& a : items) {
     const bool self = a.root == r;
@@ -375,6 +395,7 @@ Status DeviceIpc::RunSendRecv(Engine& e, int r, std::span<const CollArgs> items,
   }
   LOOM_TRY(WaitDevice(deadline, abort));
   cache_->ReleaseTransient();
+  close_on_error.armed = false;
   // 3. Each receiver tells its sender that the buffer may change again.
   t.clear();
   for (const CollArgs* a : recvs) t.push_back(MakeTransfer(*a, Transfer::Dir::kSend, a->root, 0));
@@ -392,6 +413,7 @@ Status DeviceIpc::Run(Engine& e, int r, const CollArgs& a, Deadline deadline,
   LOOM_TRY(ops_->SetDevice(device_));
   LOOM_TRY(EnsureStream());
   ++operations_;
+  CloseOnError close_on_error{this};
   const bool root = r == a.root;
   // Which buffers peers read from this rank.
   bool share_send = false, share_recv = false;
@@ -520,6 +542,7 @@ Status DeviceIpc::Run(Engine& e, int r, const CollArgs& a, Deadline deadline,
   // Peers' buffers are closed before they hear this rank is done, so none
   // is freed while still open here (undefined behaviour in CUDA).
   cache_->ReleaseTransient();
+  close_on_error.armed = false;
   // Nobody returns (and lets its stream change its buffers) while a peer reads.
   return SyncWithAll(e, r, a, deadline);
 }

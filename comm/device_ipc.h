@@ -111,6 +111,17 @@ class DeviceIpc {
   Status WaitDevice(Deadline deadline, const std::atomic<bool>& abort);
   Result<void*> DeviceScratch(size_t bytes);  // grows scratch_ (never frees in use)
   Result<const void*> PeerPointer(int peer, const cuda::IpcExport& e, bool present);
+  // An operation that failed closes the peer mappings it opened if its
+  // device work is over (none was enqueued, or it finished); otherwise they
+  // stay open until the destructor has drained the stream.
+  void CloseMappingsIfIdle();
+  struct CloseOnError {
+    DeviceIpc* self;
+    bool armed = true;
+    ~CloseOnError() {
+      if (armed) self->CloseMappingsIfIdle();
+    }
+  };
 
   cuda::DeviceOps* ops_ = nullptr;
   bool enabled_ = false;

@@ -112,7 +112,10 @@ struct StagedOp {
   uint64_t seq = 0;
   std::vector<cuda::EventHandle> ready;
   cuda::DeviceOps* ops = nullptr;
+  bool pinned = false;  // some stream copies pinned regions back after the wait
 };
+
+bool DevicePath::UsesPinned(const StagedOp& op) { return op.pinned; }
 
 DevicePath::DevicePath() : ops_(DefaultDeviceOps()) {
   const int64_t chunk = params::kCudaStagingChunk.Get();
@@ -272,6 +275,7 @@ Status DevicePath::StageChunks(const CollArgs& a, cuda::StreamHandle stream, int
     c.op = std::make_shared<StagedOp>();
     c.op->seq = ++next_seq_;
     c.op->ops = ops_;
+    c.op->pinned = true;
     c.op->ready.push_back(c.block->ready);
     if (e.send > 0) {
       failed = copy_blocks(static_cast<char*>(const_cast<void*>(c.args.send)), len * es,
@@ -311,9 +315,8 @@ Status DevicePath::StageAndQueue(std::vector<CollArgs> items, const std::vector<
     if (chunkable && a.count > chunk_elems) {
       Status s = StageChunks(a, where[0].stream, rank, size, chunk_elems, queue);
       if (!s.ok()) {
-        // Part of the work may be on the stream already: let it run through.
-        released_ = true;
-        std::atomic_ref<uint64_t>(*done_seq_).store(kReleased, std::memory_order_release);
+        // Part of the work may be on the stream already: the caller fails
+        // the communicator, which releases it.
         return s.WithContext("enqueueing device staging for " + std::string(OpKindName(a.kind)));
       }
       return Status::Ok();
@@ -349,6 +352,7 @@ Status DevicePath::StageAndQueue(std::vector<CollArgs> items, const std::vector<
     }
     Block* b = block.value();
     taken.push_back(b);
+    op->pinned |= need > 0;
     char* base = static_cast<char*>(b->mem);
     // H2D copies to issue after the wait: (user buffer, pinned region, bytes).
     struct Back {
@@ -386,9 +390,8 @@ Status DevicePath::StageAndQueue(std::vector<CollArgs> items, const std::vector<
   }
   untake();
   if (!failed.ok()) {
-    // Part of the work may be on a stream already: let it run through.
-    released_ = true;
-    std::atomic_ref<uint64_t>(*done_seq_).store(kReleased, std::memory_order_release);
+    // Part of the work may be on a stream already: the caller fails the
+    // communicator, which releases it.
     return failed.WithContext("enqueueing device staging for " +
                               std::string(OpKindName(items.front().kind)));
   }

@@ -81,7 +81,8 @@ class DevicePath {
   // sequence order is queue order. Rewrites the device pointers of `items`
   // to pinned regions, except for `ipc` items, which keep them and are
   // marked CollArgs::device (their streams only wait). Returns once everything is enqueued on the streams;
-  // an enqueue failure is returned (the streams are then released).
+  // an enqueue failure is returned, and the caller must then release the
+  // streams (part of the work may be on them already).
   using QueueFn = std::function<void(std::vector<CollArgs>, std::shared_ptr<StagedOp>)>;
   Status StageAndQueue(std::vector<CollArgs> items, const std::vector<Placement>& where, int rank,
                        int size, const QueueFn& queue);
@@ -92,6 +93,9 @@ class DevicePath {
   Status AwaitReady(const StagedOp& op, Deadline deadline, const std::atomic<bool>& abort) const;
   // The host part of `op` succeeded: its streams copy the results back.
   void Complete(const StagedOp& op);
+  // Whether `op`'s streams copy pinned memory back once released (its host
+  // part writes that memory), as opposed to only waiting (CUDA IPC items).
+  static bool UsesPinned(const StagedOp& op);
   // Releases every current and future wait on this communicator. Idempotent.
   void ReleaseAll();
 

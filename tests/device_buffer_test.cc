@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <latch>
 #include <thread>
 
 #include "comm/device_ipc.h"
@@ -379,6 +380,27 @@ TEST_P(IpcDeviceBuffers, RanksIssuingDifferentOperationsFailNamingIt) {
     EXPECT_TRUE(st.code() == Code::kInvalidUsage || st.code() == Code::kRemoteError) << st.ToString();
     EXPECT_NE(st.message().find("did not run the same"), std::string::npos) << st.message();
   });
+}
+
+TEST_P(IpcDeviceBuffers, AFailedOperationClosesTheMappingsItOpened) {
+  // Rank 2 issues another op: ranks 0 and 1 map each other's buffers, then
+  // find the mismatch and fail. Nothing was enqueued, so each closes what it
+  // opened before its stream is released, not only when the communicator
+  // is destroyed.
+  std::latch released(3);
+  RunRanks(3, [&](Communicator& c) {
+    GpuStream s = fake_.CreateStream();
+    auto* buf = static_cast<float*>(fake_.AllocDevice(64 * 4));
+    const RedOp op = c.rank() == 2 ? RedOp::kMax : RedOp::kSum;
+    ASSERT_TRUE(c.AllReduce(buf, buf, 64, DataType::kFloat32, op, s).ok());
+    ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok()) << "the stream must be released";
+    EXPECT_FALSE(c.AsyncError().ok());
+    released.arrive_and_wait();
+    EXPECT_GT(fake_.ipc_opens(), 0u);
+    EXPECT_EQ(fake_.ipc_closes(), fake_.ipc_opens());
+    fake_.FreeDevice(buf);
+  });
+  EXPECT_EQ(fake_.frees_while_mapped(), 0u);
 }
 
 TEST_P(IpcDeviceBuffers, SendRecvReadsTheSendersBufferInPlace) {
