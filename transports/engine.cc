@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 
 #include "comm/base/log.h"
 
@@ -100,12 +101,17 @@ void Engine::Wake() {
 Status Engine::Run(std::span<Transfer> transfers, Deadline deadline) {
   std::vector<Connection*>& active = active_;
   active.clear();
+  copies_.clear();
   for (Transfer& t : transfers) {
     if (t.peer < 0 || t.peer >= size() || connections_[t.peer] == nullptr) {
       return InternalError("transfer to invalid peer " + std::to_string(t.peer));
     }
     Connection* c = connections_[t.peer].get();
     if (t.dir == Transfer::Dir::kSend) {
+      if (t.copy_to != nullptr) {
+        t.copied = 0;
+        copies_.push_back(&t);
+      }
       c->PostSend(&t);
     } else {
       c->PostRecv(&t);
@@ -124,6 +130,13 @@ Status Engine::Run(std::span<Transfer> transfers, Deadline deadline) {
       if (!r.ok()) return r.status();
       moved |= r.value();
       all_idle &= c->idle();
+    }
+    for (Transfer* t : copies_) {
+      if (t->done > t->copied) {
+        std::memmove(static_cast<char*>(t->copy_to) + t->copied,
+                    static_cast<const char*>(t->src) + t->copied, t->done - t->copied);
+        t->copied = t->done;
+      }
     }
     if (all_idle) return Status::Ok();
     if (options_.abort != nullptr && options_.abort->load(std::memory_order_relaxed)) {

@@ -61,6 +61,7 @@ class Engine {
   int wake_fd_ = -1;  // eventfd in every poll set, written by Wake()
   // Reused by every Run (one at a time): no allocation on the hot path.
   std::vector<Connection*> active_;
+  std::vector<Transfer*> copies_;  // sends with copy_to
   std::vector<pollfd> fds_;
 };
 

@@ -64,6 +64,12 @@ struct Transfer {
   // recv only: dst is final (nothing in this operation reads it again), so a
   // transport may write a large one around the cache (transports/streaming.h).
   bool nontemporal = false;
+  // send only: the bytes that have left are also copied here (`bytes` of
+  // room, not overlapping src), by the engine, soon after the transport
+  // read them, while they are still in cache (an out-of-place all-gather's
+  // own block). The copy is complete when the transfer is.
+  void* copy_to = nullptr;
+  size_t copied = 0;  // engine bookkeeping for copy_to
 
   size_t done = 0;  // bytes completed (received and reduced, or handed to the wire)
   bool complete() const { return done == bytes && header_done; }

@@ -244,12 +244,19 @@ Status RingAllGather(Engine& e, int r, const CollArgs& a, Deadline deadline) {
   const int n = e.size();
   const size_t bb = a.count * SizeOf(a.type);
   char* recv = static_cast<char*>(a.recv);
-  CopyIfDistinct(recv + r * bb, a.send, bb);
   Plan plan(a, 2 * n);
   const int next = patterns::RingNext(r, n), prev = patterns::RingPrev(r, n);
   const Transfer* prev_recv = nullptr;
+  // Out of place, the own block (sent first) leaves from the send buffer and
+  // the engine copies it into place as it goes, while it is still in cache.
+  const bool copy_own = a.send != recv + r * bb && bb > 0;
+  if (n == 1) CopyIfDistinct(recv, a.send, bb);
   for (int s = 0; s < n - 1; ++s) {
-    plan.Send(next, recv + patterns::RingAllGatherSendBlock(r, n, s) * bb, bb, prev_recv);
+    if (s == 0 && copy_own) {
+      plan.Send(next, a.send, bb)->copy_to = recv + r * bb;
+    } else {
+      plan.Send(next, recv + patterns::RingAllGatherSendBlock(r, n, s) * bb, bb, prev_recv);
+    }
     Transfer* in = plan.Recv(prev, recv + patterns::RingAllGatherRecvBlock(r, n, s) * bb, bb);
     prev_recv = s == n - 2 ? Plan::Final(in) : in;  // the last block is not forwarded
   }
