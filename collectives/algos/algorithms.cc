@@ -75,6 +75,8 @@ class Plan {
     return t;
   }
   Status Run(Engine& engine, Deadline deadline) { return engine.Run(t_, deadline); }
+  size_t size() const { return t_.size(); }
+  Transfer* first() { return &t_.front(); }
   // Marks a receive whose destination nothing in this operation reads again.
   static Transfer* Final(Transfer* t) {
     t->nontemporal = true;
@@ -198,9 +200,7 @@ Status TreeOrChainBroadcast(Engine& e, int r, const CollArgs& a, bool chain, Dea
   Plan plan(a, n + 1);
   const Transfer* gate = nullptr;
   const void* src = a.send;
-  if (r == a.root) {
-    CopyIfDistinct(a.recv, a.send, bytes);
-  } else {
+  if (r != a.root) {
     int from = chain ? patterns::ChainPrev(r, n, a.root) : patterns::BinomialParent(r, n, a.root);
     gate = plan.Recv(from, a.recv, bytes);
     src = a.recv;
@@ -212,6 +212,15 @@ Status TreeOrChainBroadcast(Engine& e, int r, const CollArgs& a, bool chain, Dea
     // Farthest subtree first: it has the longest way to go.
     auto kids = patterns::BinomialChildren(r, n, a.root);
     for (auto it = kids.rbegin(); it != kids.rend(); ++it) plan.Send(*it, src, bytes, gate);
+  }
+  if (r == a.root && a.recv != a.send && bytes > 0) {
+    // Out of place, the root's copy rides on its first send (see
+    // RingAllGather), or is made here when it sends nothing.
+    if (plan.size() > 0) {
+      plan.first()->copy_to = a.recv;
+    } else {
+      CopyIfDistinct(a.recv, a.send, bytes);
+    }
   }
   return plan.Run(e, deadline);
 }
