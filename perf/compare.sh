@@ -54,6 +54,15 @@ for ((r = 1; r <= REPEAT; r++)); do
       > "$OUT/mpi.$op.r$r.txt" 2>&1
     "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" -- "$LOOM" perf "$(loom_op "$op")" -b "$MINB" -e "$MAXB" \
       -f "$FACTOR" -w 5 -n 20 --fixed-buffers "${LOOM_REG[@]}" > "$OUT/loom.$op.r$r.txt" 2>&1
+    if [[ $op == allreduce && $MINB -le 8 ]]; then
+      # The latency row: 8 B with 1000 warm-up and 10000 timed iterations.
+      # The sweep's 20 iterations of its first size also time one-off costs
+      # (they made both sides look 4x slower at 8 B than at 64 B).
+      "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/mpi_coll_perf" -b 8 -e 8 -w 1000 -n 10000 -B 0 \
+        -o allreduce > "$OUT/mpi.allreduce_lat.r$r.txt" 2>&1
+      "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" -- "$LOOM" perf all_reduce -b 8 -e 8 \
+        -w 1000 -n 10000 --fixed-buffers > "$OUT/loom.allreduce_lat.r$r.txt" 2>&1
+    fi
     if [[ $GLOO == 1 && $op == allreduce ]]; then
       # Every Gloo all-reduce algorithm: the report takes the best per size.
       BIN=$OUT/anchors/gloo_coll_perf "${RT[@]}" "$ANCHORS/run_gloo.sh" "$NP" \

@@ -5,6 +5,7 @@ Anchor tables: '# op size count type time(us) algbw busbw #wrong'.
 loom perf tables: nccl-tests columns; the out-of-place time and busbw are used.
 Ratios are loom over the anchor (> 1: loom is faster): of busbw, or of time
 below 1 KiB. Gloo's column is its best all-reduce algorithm at each size.
+The allreduce_lat row is the 8 B latency pass (10000 iterations).
 """
 import csv
 import glob
@@ -48,6 +49,8 @@ def collect(out, impl):
     for path in sorted(glob.glob(os.path.join(out, f"{impl}.*.r*.txt"))):
         op = os.path.basename(path).split(".")[1]
         rows = read_loom(path, op) if impl == "loom" else read_anchor(path)
+        if op.endswith("_lat"):  # compare.sh's latency pass: its own row
+            rows = {(op, size): v for (_, size), v in rows.items()}
         for key, (t, bw, wrong) in rows.items():
             if wrong:
                 continue  # a wrong result is not a measurement
