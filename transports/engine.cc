@@ -99,6 +99,14 @@ void Engine::Wake() {
 }
 
 Status Engine::Run(std::span<Transfer> transfers, Deadline deadline) {
+  Status status = RunUntilDone(transfers, deadline);
+  // A failed Run leaves its wait published: this rank is still stuck there,
+  // and a same-host peer timing out a moment later should say so.
+  if (status.ok() && published_wait_ != kNotWaiting) PublishWait(kNotWaiting);
+  return status;
+}
+
+Status Engine::RunUntilDone(std::span<Transfer> transfers, Deadline deadline) {
   std::vector<Connection*>& active = active_;
   active.clear();
   copies_.clear();
@@ -159,7 +167,7 @@ Status Engine::Run(std::span<Transfer> transfers, Deadline deadline) {
     if (deadline.expired()) {
       std::string who;
       for (Connection* c : active) {
-        if (!c->idle()) who += (who.empty() ? "" : ", ") + c->Describe();
+        if (!c->idle()) who += (who.empty() ? "" : ", ") + c->Describe() + WaitChain(*c);
       }
       return TimeoutError("no progress before the deadline; still waiting on " + who +
                           " (raise LOOM_TIMEOUT_MS if the peer is only slow)");
@@ -169,21 +177,66 @@ Status Engine::Run(std::span<Transfer> transfers, Deadline deadline) {
   }
 }
 
+int Engine::PeerOf(const Connection* c) const {
+  for (size_t p = 0; p < connections_.size(); ++p) {
+    if (connections_[p].get() == c) return static_cast<int>(p);
+  }
+  return -1;
+}
+
+void Engine::PublishWait(int64_t wait) {
+  if (options_.doorbell == nullptr || wait == published_wait_) return;
+  options_.doorbell->waiting_on.store(wait, std::memory_order_relaxed);
+  published_wait_ = wait;
+}
+
+std::string Engine::WaitChain(const Connection& c) const {
+  std::string chain;
+  std::vector<bool> named(connections_.size(), false);
+  if (int first = PeerOf(&c); first >= 0) named[first] = true;
+  const Connection* at = &c;
+  for (size_t hop = 0; at != nullptr && hop < connections_.size(); ++hop) {
+    std::optional<PeerWait> w = at->PeerWaitingOn();
+    if (!w || w->peer < 0 || w->peer >= size() || named[w->peer]) break;
+    named[w->peer] = true;
+    if (w->peer == options_.rank) {
+      chain += ", which is waiting on this rank";
+      break;
+    }
+    chain += ", which is waiting on rank " + std::to_string(w->peer) +
+             (w->over_network ? " over the network" : " on this host");
+    if (w->over_network) break;
+    at = connection(w->peer);
+  }
+  return chain;
+}
+
 // Sleeps until a peer may have moved data: futex on the doorbell when only
 // shared memory is pending, poll() on sockets (+ the wake eventfd) otherwise.
 // Short caps keep abort, deadline and peer-liveness checks responsive.
+// Before sleeping, publishes whom this rank waits on (a network peer first:
+// a same-host peer stuck behind us is more likely a victim than a cause).
 Status Engine::Sleep(const std::vector<Connection*>& active, Deadline deadline) {
   std::vector<pollfd>& fds = fds_;
   fds.clear();
   bool shm_pending = false;
+  const bool publish = options_.doorbell != nullptr;
+  int64_t wait = kNotWaiting;
+  bool wait_over_network = false;
   for (Connection* c : active) {
     if (c->idle()) continue;
     if (c->uses_doorbell()) {
       shm_pending = true;
+      if (publish && wait == kNotWaiting) wait = EncodeWait(PeerOf(c), false);
     } else {
       c->AppendPollFds(&fds);
+      if (publish && !wait_over_network) {
+        wait = EncodeWait(PeerOf(c), true);
+        wait_over_network = true;
+      }
     }
   }
+  PublishWait(wait);
   if (shm_pending && options_.doorbell != nullptr) {
     Doorbell* bell = options_.doorbell;
     uint32_t seen = bell->counter.load(std::memory_order_seq_cst);

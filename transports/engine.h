@@ -17,9 +17,18 @@ namespace loom {
 
 // Where a sleeping engine waits for shared-memory traffic: a futex word that
 // peers bump (and wake) after writing to or reading from our FIFOs.
+// It also says whom the rank is blocked on while it sleeps in Run, so a
+// same-host peer that times out waiting for this rank can name the rank
+// further down the chain (the one across a cut link, say).
+inline constexpr int64_t kNotWaiting = -1;
+inline int64_t EncodeWait(int peer, bool over_network) {
+  return int64_t{peer} * 2 + (over_network ? 1 : 0);
+}
 struct Doorbell {
   std::atomic<uint32_t> counter{0};
   std::atomic<uint32_t> sleeping{0};
+  // kNotWaiting, or EncodeWait(peer, over_network) while sleeping in Run.
+  std::atomic<int64_t> waiting_on{kNotWaiting};
 };
 void RingDoorbell(Doorbell* bell);
 
@@ -54,7 +63,14 @@ class Engine {
   void Wake();
 
  private:
+  Status RunUntilDone(std::span<Transfer> transfers, Deadline deadline);
   Status Sleep(const std::vector<Connection*>& active, Deadline deadline);
+  int PeerOf(const Connection* c) const;  // -1 if not ours
+  // Sets the doorbell's waiting_on (only when it changes: peers ring it).
+  void PublishWait(int64_t wait);
+  // ", which is waiting on rank 3 over the network": the chain of same-host
+  // peers blocked behind `c`, as they published it.
+  std::string WaitChain(const Connection& c) const;
 
   Options options_;
   std::vector<std::unique_ptr<Connection>> connections_;
@@ -63,6 +79,7 @@ class Engine {
   std::vector<Connection*> active_;
   std::vector<Transfer*> copies_;  // sends with copy_to
   std::vector<pollfd> fds_;
+  int64_t published_wait_ = kNotWaiting;
 };
 
 }  // namespace loom

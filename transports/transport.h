@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,12 @@ struct SharedRef {
   bool valid() const { return fd >= 0; }
 };
 
+// What a same-host peer published as blocking it (see Doorbell::waiting_on).
+struct PeerWait {
+  int peer;
+  bool over_network;
+};
+
 class Connection {
  public:
   virtual ~Connection() = default;
@@ -139,6 +146,9 @@ class Connection {
   virtual bool uses_doorbell() const { return false; }
   // Called while sleeping (rarely): a dead peer process found here is an error.
   virtual Status CheckPeerAlive() const { return Status::Ok(); }
+  // For timeout messages: whom the peer itself is blocked on, when it says
+  // (shared memory peers publish it while they sleep); nullopt otherwise.
+  virtual std::optional<PeerWait> PeerWaitingOn() const { return std::nullopt; }
 
   // "SHM", "NET/Socket/lo", as NCCL prints "via ...".
   virtual std::string Describe() const = 0;

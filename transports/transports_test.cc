@@ -271,6 +271,119 @@ TEST_P(TransportTest, DeadlineEndsAWaitForASilentPeer) {
   EXPECT_NE(s.message().find("rank 0"), std::string::npos) << s.message();
 }
 
+// A stand-in peer that never moves data and says whom it waits on.
+class StuckConnection final : public Connection {
+ public:
+  StuckConnection(int peer, bool shm, std::optional<PeerWait> waits_on)
+      : peer_(peer), shm_(shm), waits_on_(waits_on) {}
+  void PostSend(Transfer* t) override { posted_.push_back(t); }
+  void PostRecv(Transfer* t) override { posted_.push_back(t); }
+  Result<bool> Progress() override { return false; }
+  bool idle() const override { return posted_.empty(); }
+  bool uses_doorbell() const override { return shm_; }
+  std::optional<PeerWait> PeerWaitingOn() const override { return waits_on_; }
+  std::string Describe() const override {
+    return "rank " + std::to_string(peer_) + (shm_ ? " (via SHM)" : " (via NET)");
+  }
+
+ private:
+  int peer_;
+  bool shm_;
+  std::optional<PeerWait> waits_on_;
+  std::vector<Transfer*> posted_;
+};
+
+TEST(EngineTimeout, NamesTheChainOfSameHostPeersBlockedBehindThePeer) {
+  // Rank 0 waits on rank 1 (same host), which waits on rank 2 (same host),
+  // which waits on rank 3 across the network: the cause is rank 3.
+  std::vector<std::unique_ptr<Connection>> conns(4);
+  conns[1] = std::make_unique<StuckConnection>(1, true, PeerWait{2, false});
+  conns[2] = std::make_unique<StuckConnection>(2, true, PeerWait{3, true});
+  conns[3] = std::make_unique<StuckConnection>(3, false, std::nullopt);
+  Engine engine(Engine::Options{}, std::move(conns));
+  std::vector<char> b(8);
+  Transfer t;
+  t.dir = Transfer::Dir::kRecv;
+  t.peer = 1;
+  t.dst = b.data();
+  t.bytes = b.size();
+  Status s = engine.Run({&t, 1}, Deadline::After(std::chrono::milliseconds(50)));
+  EXPECT_EQ(s.code(), Code::kTimeout) << s.ToString();
+  EXPECT_NE(s.message().find("still waiting on rank 1 (via SHM), which is waiting on rank 2 on "
+                             "this host, which is waiting on rank 3 over the network"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(EngineTimeout, AChainThatLoopsBackEndsAtThisRank) {
+  std::vector<std::unique_ptr<Connection>> conns(3);
+  conns[1] = std::make_unique<StuckConnection>(1, true, PeerWait{2, false});
+  conns[2] = std::make_unique<StuckConnection>(2, true, PeerWait{1, false});
+  Engine engine(Engine::Options{}, std::move(conns));
+  std::vector<char> b(8);
+  Transfer t;
+  t.dir = Transfer::Dir::kRecv;
+  t.peer = 1;
+  t.dst = b.data();
+  t.bytes = b.size();
+  Status s = engine.Run({&t, 1}, Deadline::After(std::chrono::milliseconds(50)));
+  EXPECT_EQ(s.code(), Code::kTimeout) << s.ToString();
+  EXPECT_NE(s.message().find("rank 1 (via SHM), which is waiting on rank 2 on this host "),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(ShmTransport, ARankWaitingOnThePeerThatTimesOutIsNamed) {
+  // Both ranks wait to receive from each other (a deadlock): the one that
+  // times out second says its peer is waiting on it.
+  auto p = MakePair(Kind::kShm);
+  std::vector<char> b0(10), b1(10);
+  Transfer t0, t1;
+  t0.dir = t1.dir = Transfer::Dir::kRecv;
+  t0.peer = 1;
+  t1.peer = 0;
+  t0.dst = b0.data();
+  t1.dst = b1.data();
+  t0.bytes = t1.bytes = 10;
+  Status s0 = p->engine[0]->Run({&t0, 1}, Deadline::After(std::chrono::milliseconds(100)));
+  EXPECT_EQ(s0.code(), Code::kTimeout) << s0.ToString();
+  Status s1 = p->engine[1]->Run({&t1, 1}, Deadline::After(std::chrono::milliseconds(100)));
+  EXPECT_EQ(s1.code(), Code::kTimeout) << s1.ToString();
+  EXPECT_NE(s1.message().find("via SHM), which is waiting on this rank"), std::string::npos)
+      << s1.message();
+}
+
+TEST(ShmTransport, ASleepingRankPublishesWhomItWaitsOnUntilItsRunEnds) {
+  auto p = MakePair(Kind::kShm);
+  std::vector<char> in(10), out(10, 'x');
+  Transfer recv, send;
+  recv.dir = Transfer::Dir::kRecv;
+  recv.peer = 1;
+  recv.dst = in.data();
+  recv.bytes = 10;
+  send.dir = Transfer::Dir::kSend;
+  send.peer = 0;
+  send.src = out.data();
+  send.bytes = 10;
+  std::thread waiter([&] {
+    Status s = p->engine[0]->Run({&recv, 1}, Deadline::After(std::chrono::seconds(10)));
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  });
+  std::optional<PeerWait> w;
+  for (int i = 0; i < 5000 && !w; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    w = p->engine[1]->connection(0)->PeerWaitingOn();
+  }
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(w->peer, 1);
+  EXPECT_FALSE(w->over_network);
+  Status s = p->engine[1]->Run({&send, 1}, Deadline::After(std::chrono::seconds(10)));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  waiter.join();
+  EXPECT_EQ(in, out);
+  EXPECT_FALSE(p->engine[1]->connection(0)->PeerWaitingOn().has_value());
+}
+
 TEST_P(TransportTest, AbortWakesASleepingWait) {
   auto p = MakePair(GetParam());
   std::vector<char> b(10);

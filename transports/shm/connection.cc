@@ -99,6 +99,12 @@ Status ShmConnection::CheckPeerAlive() const {
   return Status::Ok();
 }
 
+std::optional<PeerWait> ShmConnection::PeerWaitingOn() const {
+  int64_t wait = peer_bell_->waiting_on.load(std::memory_order_relaxed);
+  if (wait == kNotWaiting || wait < 0) return std::nullopt;
+  return PeerWait{static_cast<int>(wait / 2), wait % 2 == 1};
+}
+
 Status ShmConnection::ProbePeerRead(void* dst, uint64_t remote, size_t bytes) const {
   if (bytes == 0) return Status::Ok();
   if (peer_pid_ == getpid()) {

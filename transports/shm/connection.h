@@ -51,6 +51,7 @@ class ShmConnection final : public Connection {
   bool idle() const override { return sends_.empty() && recvs_.empty(); }
   bool uses_doorbell() const override { return true; }
   Status CheckPeerAlive() const override;
+  std::optional<PeerWait> PeerWaitingOn() const override;
   std::string Describe() const override;
   bool can_read_peer() const override { return peer_read_; }
   Status ReadPeer(void* dst, uint64_t remote, size_t bytes) override;
