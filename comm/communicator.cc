@@ -58,7 +58,7 @@ Communicator::Impl::~Impl() {
     std::lock_guard<std::mutex> lock(q_mu_);
     stopping_ = true;
   }
-  q_cv_.notify_all();
+  worker_cv_.notify_all();
   if (worker_.joinable()) worker_.join();
   if (status_handle_ != 0) UnregisterStatusSource(status_handle_);
   // The store's reader thread calls back into this object: stop it first.
@@ -138,16 +138,14 @@ Work Communicator::Impl::Issue(CollArgs args) {
 Work Communicator::Impl::Submit(std::vector<CollArgs> items, std::shared_ptr<StagedOp> staged) {
   auto state = std::make_shared<Work::State>();
   state->owner = this;
-  {
-    std::lock_guard<std::mutex> lock(q_mu_);
-    if (finalized_) {
-      state->Complete(InvalidUsage("operation issued after Finalize"));
-      return Work(state);
-    }
-    queue_.push_back(Op{std::move(items), state, std::move(staged)});
-    ++issued_;
+  std::unique_lock<std::mutex> lock(q_mu_);
+  if (finalized_) {
+    state->Complete(InvalidUsage("operation issued after Finalize"));
+    return Work(state);
   }
-  q_cv_.notify_all();
+  queue_.push_back(Op{std::move(items), state, std::move(staged)});
+  ++issued_;
+  NotifyAndUnlock(lock);
   return Work(state);
 }
 
@@ -174,7 +172,18 @@ void Communicator::Impl::RunFront(std::unique_lock<std::mutex>& lock) {
   lock.lock();
   executing_ = false;
   ++completed_;
-  q_cv_.notify_all();
+  NotifyAndUnlock(lock);
+  lock.lock();
+}
+
+void Communicator::Impl::NotifyAndUnlock(std::unique_lock<std::mutex>& lock) {
+  const bool worker_can_run = !queue_.empty() && !executing_;
+  const bool drained = drain_waiters_ > 0 && completed_ == issued_;
+  lock.unlock();
+  // The worker runs its next op itself; waking it when it is the caller is
+  // a no-op (nobody waits), so no need to tell the threads apart.
+  if (worker_can_run) worker_cv_.notify_one();
+  if (drained) drained_cv_.notify_all();
 }
 
 void Communicator::Impl::WorkerLoop() {
@@ -182,7 +191,7 @@ void Communicator::Impl::WorkerLoop() {
     // No polling here: a waiting caller runs queued ops itself (HelpUntil),
     // and a spinning worker would take the core that caller needs.
     std::unique_lock<std::mutex> lock(q_mu_);
-    q_cv_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !executing_); });
+    worker_cv_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !executing_); });
     if (queue_.empty()) return;
     RunFront(lock);
   }
@@ -227,12 +236,10 @@ Status Communicator::Impl::IssueBlocking(const CollArgs& args) {
   Status s = AsyncError();
   if (s.ok()) s = Execute({&args, 1});
   if (!s.ok()) Fail(s);
-  {
-    std::lock_guard<std::mutex> lock(q_mu_);
-    executing_ = false;
-    ++completed_;
-  }
-  q_cv_.notify_all();
+  std::unique_lock<std::mutex> lock(q_mu_);
+  executing_ = false;
+  ++completed_;
+  NotifyAndUnlock(lock);
   return s;
 }
 
@@ -457,7 +464,11 @@ Status Communicator::Impl::AsyncError() const {
 
 Status Communicator::Impl::Drain(Deadline deadline) {
   std::unique_lock<std::mutex> lock(q_mu_);
-  if (!q_cv_.wait_until(lock, deadline.at(), [&] { return completed_ == issued_; })) {
+  ++drain_waiters_;
+  const bool drained =
+      drained_cv_.wait_until(lock, deadline.at(), [&] { return completed_ == issued_; });
+  --drain_waiters_;
+  if (!drained) {
     return TimeoutError("rank " + std::to_string(rank) + ": " +
                         std::to_string(issued_ - completed_) +
                         " operation(s) still pending at the deadline");

@@ -131,13 +131,22 @@ class Communicator::Impl {
   Status async_error_;
 
   std::mutex q_mu_;
-  std::condition_variable q_cv_;
+  // The worker sleeps on worker_cv_ until an op is queued and none runs;
+  // Drain sleeps on drained_cv_. Each is notified only when its waiter has
+  // something to do: a notify per operation would wake the worker (a
+  // context switch on the caller's core) after every blocking call.
+  std::condition_variable worker_cv_;
+  std::condition_variable drained_cv_;
+  int drain_waiters_ = 0;
   std::deque<Op> queue_;
   uint64_t issued_ = 0, completed_ = 0;
   bool stopping_ = false;
   bool executing_ = false;  // an op runs (worker or inline caller): one at a time
   bool finalized_ = false;
   std::thread worker_;
+  // After queue_, executing_ or completed_ changed (q_mu_ held by `lock`):
+  // releases the lock and wakes whoever can act now.
+  void NotifyAndUnlock(std::unique_lock<std::mutex>& lock);
 };
 
 }  // namespace loom
