@@ -99,6 +99,7 @@ void Engine::Wake() {
 }
 
 Status Engine::Run(std::span<Transfer> transfers, Deadline deadline) {
+  peer_gone_since_ = {};
   Status status = RunUntilDone(transfers, deadline);
   // A failed Run leaves its wait published: this rank is still stuck there,
   // and a same-host peer timing out a moment later should say so.
@@ -127,8 +128,13 @@ Status Engine::RunUntilDone(std::span<Transfer> transfers, Deadline deadline) {
     if (std::find(active.begin(), active.end(), c) == active.end()) active.push_back(c);
   }
   const auto spin = std::chrono::microseconds(options_.spin_us);
-  auto last_progress = std::chrono::steady_clock::now();
-  unsigned iter = 0;
+  // When the spin began: read at the first idle poll that looks at the clock
+  // (one in kPollsPerClockRead: a clock read costs more than a poll, and
+  // would delay noticing the peer's data).
+  using Clock = std::chrono::steady_clock;
+  constexpr unsigned kPollsPerClockRead = 8;
+  Clock::time_point idle_since{};
+  unsigned idle_polls = 0;
   for (;;) {
     bool moved = false;
     bool all_idle = true;
@@ -151,12 +157,17 @@ Status Engine::RunUntilDone(std::span<Transfer> transfers, Deadline deadline) {
       return options_.abort_status ? options_.abort_status() : RemoteError("communicator aborted");
     }
     if (moved) {
-      if ((++iter & 63) == 0) last_progress = std::chrono::steady_clock::now();
+      idle_polls = 0;
+      idle_since = {};
       continue;
     }
-    iter = 0;
-    auto now = std::chrono::steady_clock::now();
-    if (now - last_progress < spin) {
+    bool spin_more = true;
+    if (idle_polls++ % kPollsPerClockRead == 0) {
+      const auto now = Clock::now();
+      if (idle_since == Clock::time_point{}) idle_since = now;
+      spin_more = now - idle_since < spin;
+    }
+    if (spin_more) {
       if (options_.yield_in_spin) {
         sched_yield();
       } else {
@@ -173,7 +184,8 @@ Status Engine::RunUntilDone(std::span<Transfer> transfers, Deadline deadline) {
                           " (raise LOOM_TIMEOUT_MS if the peer is only slow)");
     }
     LOOM_TRY(Sleep(active, deadline));
-    last_progress = std::chrono::steady_clock::now();
+    idle_polls = 0;
+    idle_since = {};
   }
 }
 
@@ -254,11 +266,17 @@ Status Engine::Sleep(const std::vector<Connection*>& active, Deadline deadline) 
       ready |= r.value();
     }
     if (!ready) {
-      // Only now, with nothing left to read, is a vanished peer an error.
+      // Only now, with nothing left to read, is a vanished peer an error;
+      // and only after a short grace: a peer that exited because another
+      // rank failed first leaves that rank's failure notice on its way here
+      // (Options::abort), and that rank is the one to name.
       for (Connection* c : active) {
         if (c->idle() || !c->uses_doorbell()) continue;
         Status alive = c->CheckPeerAlive();
-        if (!alive.ok()) {
+        if (alive.ok()) continue;
+        const auto now = std::chrono::steady_clock::now();
+        if (peer_gone_since_ == std::chrono::steady_clock::time_point{}) peer_gone_since_ = now;
+        if (now - peer_gone_since_ >= kPeerGoneGrace || deadline.expired()) {
           bell->sleeping.fetch_sub(1, std::memory_order_seq_cst);
           return alive;
         }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <span>
@@ -80,6 +81,9 @@ class Engine {
   std::vector<Transfer*> copies_;  // sends with copy_to
   std::vector<pollfd> fds_;
   int64_t published_wait_ = kNotWaiting;
+  // When this Run first found a same-host peer process gone (zero: not yet).
+  std::chrono::steady_clock::time_point peer_gone_since_{};
+  static constexpr std::chrono::milliseconds kPeerGoneGrace{300};
 };
 
 }  // namespace loom

@@ -4,8 +4,12 @@
 #include "collectives/algos/algorithms.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <numeric>
+#include <type_traits>
 
 #include "collectives/patterns/recursive_doubling.h"
 #include "collectives/patterns/ring.h"
@@ -50,10 +54,22 @@ char* At(void* base, size_t elem_offset, size_t esize) {
   return static_cast<char*>(base) + elem_offset * esize;
 }
 
-// Builds a transfer list; `Last()` lets the next step gate on the previous one.
+// Builds a transfer list; each step may gate on an earlier one. Up to
+// kInline transfers live in the Plan itself (small collectives allocate
+// nothing); larger schedules reserve a vector once. Either way addresses
+// stay stable, as gates need.
 class Plan {
  public:
-  Plan(const CollArgs& args, size_t max_transfers) : args_(args) { t_.reserve(max_transfers); }
+  Plan(const CollArgs& args, size_t max_transfers) : args_(args), capacity_(max_transfers) {
+    if (max_transfers <= kInline) {
+      data_ = reinterpret_cast<Transfer*>(inline_);
+    } else {
+      heap_.reserve(max_transfers);
+      data_ = heap_.data();
+    }
+  }
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
 
   Transfer* Send(int peer, const void* src, size_t bytes, const Transfer* gate = nullptr) {
     Transfer& t = Add(Transfer::Dir::kSend, peer, bytes, gate);
@@ -74,9 +90,11 @@ class Plan {
     t->op = args_.op == RedOp::kAvg ? RedOp::kSum : args_.op;
     return t;
   }
-  Status Run(Engine& engine, Deadline deadline) { return engine.Run(t_, deadline); }
-  size_t size() const { return t_.size(); }
-  Transfer* first() { return &t_.front(); }
+  Status Run(Engine& engine, Deadline deadline) {
+    return engine.Run({data_, size_}, deadline);
+  }
+  size_t size() const { return size_; }
+  Transfer* first() { return data_; }
   // Marks a receive whose destination nothing in this operation reads again.
   static Transfer* Final(Transfer* t) {
     t->nontemporal = true;
@@ -84,19 +102,31 @@ class Plan {
   }
 
  private:
+  static constexpr size_t kInline = 8;
+  static_assert(std::is_trivially_destructible_v<Transfer>);
+
   Transfer& Add(Transfer::Dir dir, int peer, size_t bytes, const Transfer* gate) {
-    // reserve() guarantees stable addresses for gates.
-    Transfer& t = t_.emplace_back();
-    t.dir = dir;
-    t.peer = peer;
-    t.kind = args_.kind;
-    t.bytes = bytes;
-    t.type = args_.type;
-    t.gate = gate;
-    return t;
+    if (size_ == capacity_) {  // a schedule larger than its own bound: a bug in this file
+      std::fprintf(stderr, "loom: internal error: a %s plan outgrew its %zu transfers\n",
+                   OpKindName(args_.kind), capacity_);
+      std::abort();
+    }
+    Transfer* t = heap_.capacity() > 0 ? &heap_.emplace_back() : new (data_ + size_) Transfer();
+    ++size_;
+    t->dir = dir;
+    t->peer = peer;
+    t->kind = args_.kind;
+    t->bytes = bytes;
+    t->type = args_.type;
+    t->gate = gate;
+    return *t;
   }
   const CollArgs& args_;
-  std::vector<Transfer> t_;
+  size_t capacity_;
+  size_t size_ = 0;
+  Transfer* data_ = nullptr;
+  alignas(Transfer) unsigned char inline_[kInline * sizeof(Transfer)];
+  std::vector<Transfer> heap_;
 };
 
 void CopyIfDistinct(void* dst, const void* src, size_t bytes) {
@@ -299,7 +329,9 @@ Status PairwiseAllToAll(Engine& e, int r, const CollArgs& a, Scratch& scratch, D
 // Dissemination barrier: ceil(log2 n) rounds of empty messages.
 Status DisseminationBarrier(Engine& e, int r, const CollArgs& a, Deadline deadline) {
   const int n = e.size();
-  Plan plan(a, 64);
+  size_t rounds = 0;
+  for (int d = 1; d < n; d <<= 1) ++rounds;
+  Plan plan(a, 2 * rounds);
   const Transfer* gate = nullptr;
   for (int d = 1; d < n; d <<= 1) {
     plan.Send((r + d) % n, nullptr, 0, gate);
