@@ -404,6 +404,17 @@ Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
     return s.WithContext(std::string(OpKindName(a.kind)) + " on device buffers (CUDA IPC) on rank " +
                          std::to_string(rank) + " (" + host + ")");
   }
+  // Tiny collectives of a one-host communicator: one cache line per rank
+  // (unless NCCL_ALGO or LOOM_TUNE asks for particular algorithms).
+  if (engine_->small_collectives() && algo_filter_.empty() && tune_.empty() &&
+      FitsSmallSlots(a, size)) {
+    LOOM_TRACE(log::kTuning, "%s %zu bytes on %d ranks: through shared-memory slots",
+               OpKindName(a.kind), bytes, size);
+    Status s = SmallCollective(*engine_, rank, a, deadline);
+    if (s.ok()) return s;
+    return s.WithContext(std::string(OpKindName(a.kind)) + " on rank " + std::to_string(rank) +
+                         " (" + host + ")");
+  }
   const CachedChoice& cached = Choose(a.kind, bytes);
   const Choice& c = cached.choice;
   const uint32_t kind_bit = 1u << static_cast<uint32_t>(a.kind);

@@ -84,6 +84,14 @@ Status CheckHeader(const MessageHeader& h, const Transfer& t, const Connection& 
 Engine::Engine(Options options, std::vector<std::unique_ptr<Connection>> connections)
     : options_(std::move(options)), connections_(std::move(connections)) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  mailboxes_.resize(connections_.size());
+  small_views_.resize(connections_.size());
+  small_ok_ = options_.small_slots != nullptr && connections_.size() > 1;
+  for (size_t p = 0; p < connections_.size(); ++p) {
+    if (connections_[p] == nullptr) continue;
+    mailboxes_[p] = connections_[p]->PeerMailbox();
+    if (mailboxes_[p].slots == nullptr) small_ok_ = false;
+  }
 }
 
 Engine::~Engine() {
@@ -189,6 +197,165 @@ Status Engine::RunUntilDone(std::span<Transfer> transfers, Deadline deadline) {
   }
 }
 
+Result<std::span<const char* const>> Engine::SmallExchange(OpKind kind, const void* mine,
+                                                           size_t bytes, Deadline deadline) {
+  if (!small_ok_ || bytes > kSmallSlotBytes) {
+    return InternalError("a small collective of " + std::to_string(bytes) +
+                         " bytes cannot go through shared-memory slots here");
+  }
+  const uint64_t k = small_seq_;
+  SmallSlot& own = options_.small_slots[k % 2];
+  own.bytes = static_cast<uint32_t>(bytes);
+  own.kind = static_cast<uint8_t>(kind);
+  if (mine != nullptr && bytes > 0) std::memcpy(own.data, mine, bytes);
+  own.serial.store(k + 1, std::memory_order_release);
+  for (const PeerMailboxView& m : mailboxes_) {
+    if (m.bell != nullptr) RingDoorbell(m.bell);
+  }
+  small_views_[options_.rank] = own.data;
+  std::vector<bool>& have = small_have_;
+  have.assign(connections_.size(), false);
+  have[options_.rank] = true;
+  Status s = SmallWait(have, kind, bytes, deadline);
+  if (!s.ok()) return s;
+  if (published_wait_ != kNotWaiting) PublishWait(kNotWaiting);
+  ++small_seq_;
+  return std::span<const char* const>(small_views_);
+}
+
+// Polls the peers' slots of the current small collective like Run polls
+// connections: spin, then sleep on the doorbell (peers ring it after
+// publishing), checking liveness, mismatches and the deadline.
+Status Engine::SmallWait(std::vector<bool>& have, OpKind kind, size_t bytes, Deadline deadline) {
+  const uint64_t k = small_seq_;
+  size_t missing = 0;
+  for (bool h : have) missing += h ? 0 : 1;
+  auto poll = [&]() -> Result<bool> {
+    bool moved = false;
+    for (size_t p = 0; p < have.size(); ++p) {
+      if (have[p]) continue;
+      const SmallSlot& slot = mailboxes_[p].slots[k % 2];
+      if (slot.serial.load(std::memory_order_acquire) != k + 1) continue;
+      if (slot.kind != static_cast<uint8_t>(kind) || slot.bytes != bytes) {
+        return InvalidUsage(
+            "mismatched operations: " + connections_[p]->Describe() + " runs a small " +
+            OpKindName(static_cast<OpKind>(slot.kind)) + " of " + std::to_string(slot.bytes) +
+            " bytes where this rank runs a small " + OpKindName(kind) + " of " +
+            std::to_string(bytes) + " bytes; every rank must issue the same collectives with "
+            "the same counts in the same order");
+      }
+      small_views_[p] = slot.data;
+      have[p] = true;
+      --missing;
+      moved = true;
+    }
+    return moved;
+  };
+  using Clock = std::chrono::steady_clock;
+  const auto spin = std::chrono::microseconds(options_.spin_us);
+  Clock::time_point idle_since{};
+  unsigned idle_polls = 0;
+  peer_gone_since_ = {};
+  for (;;) {
+    LOOM_ASSIGN_OR_RETURN(bool moved, poll());
+    if (missing == 0) return Status::Ok();
+    if (options_.abort != nullptr && options_.abort->load(std::memory_order_relaxed)) {
+      return options_.abort_status ? options_.abort_status() : RemoteError("communicator aborted");
+    }
+    if (moved) {
+      idle_polls = 0;
+      idle_since = {};
+      continue;
+    }
+    bool spin_more = true;
+    if (idle_polls++ % 8 == 0) {
+      const auto now = Clock::now();
+      if (idle_since == Clock::time_point{}) idle_since = now;
+      spin_more = now - idle_since < spin;
+    }
+    if (spin_more) {
+      if (options_.yield_in_spin) {
+        sched_yield();
+      } else {
+        CpuRelax();
+      }
+      continue;
+    }
+    std::string who;
+    int first_missing = -1;
+    for (size_t p = 0; p < have.size(); ++p) {
+      if (have[p]) continue;
+      if (first_missing < 0) first_missing = static_cast<int>(p);
+      who += (who.empty() ? "" : ", ") + connections_[p]->Describe() + WaitChain(*connections_[p]);
+      // A message from a peer that has not published its part: it runs
+      // another operation here (once it had published it could be ahead,
+      // in the next operation, legitimately; it publishes before sending).
+      if (std::optional<MessageHeader> h = connections_[p]->PeekIncoming();
+          h && mailboxes_[p].slots[k % 2].serial.load(std::memory_order_acquire) != k + 1) {
+        return InvalidUsage("mismatched operations: " + connections_[p]->Describe() + " sent " +
+                            std::to_string(h->bytes) + " bytes for " +
+                            OpKindName(static_cast<OpKind>(h->kind)) + " where this rank runs a "
+                            "small " + OpKindName(kind) + " of " + std::to_string(bytes) +
+                            " bytes; every rank must issue the same collectives with the same "
+                            "counts in the same order");
+      }
+    }
+    if (deadline.expired()) {
+      return TimeoutError("no progress before the deadline; still waiting on " + who + " for its "
+                          "part of a small " + OpKindName(kind) +
+                          " (raise LOOM_TIMEOUT_MS if the peer is only slow)");
+    }
+    PublishWait(EncodeWait(first_missing, false));
+    // Sleep until a peer rings (it rings after publishing), as Sleep does.
+    Doorbell* bell = options_.doorbell;
+    uint32_t seen = bell->counter.load(std::memory_order_seq_cst);
+    bell->sleeping.fetch_add(1, std::memory_order_seq_cst);
+    Result<bool> again = poll();
+    if (!again.ok() || again.value() || missing == 0) {
+      bell->sleeping.fetch_sub(1, std::memory_order_seq_cst);
+      if (!again.ok()) return again.status();
+      idle_polls = 0;
+      idle_since = {};
+      continue;
+    }
+    for (size_t p = 0; p < have.size(); ++p) {
+      if (have[p]) continue;
+      Status alive = connections_[p]->CheckPeerAlive();
+      if (alive.ok()) continue;
+      const auto now = Clock::now();
+      if (peer_gone_since_ == Clock::time_point{}) peer_gone_since_ = now;
+      if (now - peer_gone_since_ >= kPeerGoneGrace) {
+        bell->sleeping.fetch_sub(1, std::memory_order_seq_cst);
+        return alive;
+      }
+    }
+    const int64_t us = std::min<int64_t>(20000, deadline.RemainingMs(1000) * 1000 + 1);
+    timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>((us % 1000000) * 1000)};
+    Futex(&bell->counter, FUTEX_WAIT, seen, &ts);
+    bell->sleeping.fetch_sub(1, std::memory_order_seq_cst);
+    idle_polls = 0;
+    idle_since = {};
+  }
+}
+
+// A peer may legitimately be one operation ahead: having finished the one
+// this rank still runs, it starts the next small collective. But a peer
+// publishes only after sending all it owes for the earlier operations, so
+// if this rank still awaits a message from it and nothing more has arrived
+// (checked after seeing the slot), the peer skipped that message: it runs
+// a different sequence of operations.
+Status Engine::CheckSmallMismatch(Connection* c, int peer) const {
+  if (!small_ok_ || peer < 0) return Status::Ok();
+  const SmallSlot& slot = mailboxes_[peer].slots[small_seq_ % 2];
+  if (slot.serial.load(std::memory_order_acquire) != small_seq_ + 1) return Status::Ok();
+  if (!c->RecvStarved()) return Status::Ok();
+  return InvalidUsage("mismatched operations: " + c->Describe() + " runs a small " +
+                      OpKindName(static_cast<OpKind>(slot.kind)) + " of " +
+                      std::to_string(slot.bytes) + " bytes (through shared memory) where this "
+                      "rank waits for a message from it; every rank must issue the same "
+                      "collectives with the same counts in the same order");
+}
+
 int Engine::PeerOf(const Connection* c) const {
   for (size_t p = 0; p < connections_.size(); ++p) {
     if (connections_[p].get() == c) return static_cast<int>(p);
@@ -272,6 +439,10 @@ Status Engine::Sleep(const std::vector<Connection*>& active, Deadline deadline) 
       // (Options::abort), and that rank is the one to name.
       for (Connection* c : active) {
         if (c->idle() || !c->uses_doorbell()) continue;
+        if (Status m = CheckSmallMismatch(c, PeerOf(c)); !m.ok()) {
+          bell->sleeping.fetch_sub(1, std::memory_order_seq_cst);
+          return m;
+        }
         Status alive = c->CheckPeerAlive();
         if (alive.ok()) continue;
         const auto now = std::chrono::steady_clock::now();

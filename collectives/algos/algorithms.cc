@@ -540,6 +540,80 @@ Status SyncWithAll(Engine& e, int r, const CollArgs& a, Deadline deadline) {
   return SyncWith(e, r, a, all, deadline);
 }
 
+bool FitsSmallSlots(const CollArgs& a, int nranks) {
+  const size_t bytes = a.count * SizeOf(a.type);
+  switch (a.kind) {
+    case OpKind::kAllReduce:
+    case OpKind::kReduce:
+    case OpKind::kBroadcast:
+    case OpKind::kAllGather:
+      return bytes <= kSmallSlotBytes;
+    case OpKind::kReduceScatter:
+      return bytes * static_cast<size_t>(nranks) <= kSmallSlotBytes;
+    case OpKind::kBarrier:
+      return true;
+    default:
+      return false;
+  }
+}
+
+namespace {
+// dst = in[0] (op) in[1] (op) ... in[n-1], each read at `offset`: the same
+// order on every rank, so every rank gets the same bits.
+void ReduceInRankOrder(void* dst, std::span<const char* const> in, size_t offset, size_t count,
+                       DataType type, RedOp op) {
+  const size_t bytes = count * SizeOf(type);
+  if (in.size() == 1) {
+    std::memcpy(dst, in[0] + offset, bytes);
+    return;
+  }
+  ReduceInto(dst, in[0] + offset, in[1] + offset, count, type, op);
+  for (size_t p = 2; p < in.size(); ++p) ReduceInto(dst, dst, in[p] + offset, count, type, op);
+}
+}  // namespace
+
+Status SmallCollective(Engine& e, int r, const CollArgs& a, Deadline deadline) {
+  const int n = e.size();
+  const size_t bytes = a.count * SizeOf(a.type);
+  const RedOp op = a.op == RedOp::kAvg ? RedOp::kSum : a.op;
+  switch (a.kind) {
+    case OpKind::kBarrier:
+      return e.SmallExchange(a.kind, nullptr, 0, deadline).status();
+    case OpKind::kBroadcast: {
+      LOOM_ASSIGN_OR_RETURN(auto in,
+                            e.SmallExchange(a.kind, r == a.root ? a.send : nullptr, bytes, deadline));
+      if (bytes > 0) CopyIfDistinct(a.recv, in[a.root], bytes);
+      return Status::Ok();
+    }
+    case OpKind::kAllReduce:
+    case OpKind::kReduce: {
+      LOOM_ASSIGN_OR_RETURN(auto in, e.SmallExchange(a.kind, a.send, bytes, deadline));
+      if (a.kind == OpKind::kReduce && r != a.root) return Status::Ok();
+      if (bytes == 0) return Status::Ok();
+      ReduceInRankOrder(a.recv, in, 0, a.count, a.type, op);
+      if (a.op == RedOp::kAvg) ScaleForAvg(a.recv, a.count, a.type, n);
+      return Status::Ok();
+    }
+    case OpKind::kAllGather: {
+      LOOM_ASSIGN_OR_RETURN(auto in, e.SmallExchange(a.kind, a.send, bytes, deadline));
+      for (int p = 0; p < n && bytes > 0; ++p) {
+        std::memcpy(static_cast<char*>(a.recv) + static_cast<size_t>(p) * bytes, in[p], bytes);
+      }
+      return Status::Ok();
+    }
+    case OpKind::kReduceScatter: {
+      const size_t total = bytes * static_cast<size_t>(n);
+      LOOM_ASSIGN_OR_RETURN(auto in, e.SmallExchange(a.kind, a.send, total, deadline));
+      if (bytes == 0) return Status::Ok();
+      ReduceInRankOrder(a.recv, in, static_cast<size_t>(r) * bytes, a.count, a.type, op);
+      if (a.op == RedOp::kAvg) ScaleForAvg(a.recv, a.count, a.type, n);
+      return Status::Ok();
+    }
+    default:
+      return InternalError(std::string(OpKindName(a.kind)) + " has no small-collective form");
+  }
+}
+
 bool SharedDirectWorthAsking(OpKind kind, size_t bytes, int nranks) {
   return nranks == 2 && bytes >= kSharedDirectMinBytes &&
          (kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter ||
