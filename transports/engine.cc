@@ -33,6 +33,29 @@ inline void CpuRelax() {
 
 }  // namespace
 
+// Polling goes on for `spin` after the last progress before a wait sleeps.
+// The clock is read on one idle poll in eight only: a read costs more than a
+// poll, and would delay noticing the peer's data.
+class Engine::SpinTimer {
+ public:
+  explicit SpinTimer(std::chrono::microseconds spin) : spin_(spin) {}
+  void Reset() {
+    polls_ = 0;
+    since_ = {};
+  }
+  bool Over() {
+    if (polls_++ % 8 != 0) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (since_ == std::chrono::steady_clock::time_point{}) since_ = now;
+    return now - since_ >= spin_;
+  }
+
+ private:
+  std::chrono::microseconds spin_;
+  std::chrono::steady_clock::time_point since_{};  // the first idle poll's clock read
+  unsigned polls_ = 0;
+};
+
 void RingDoorbell(Doorbell* bell) {
   bell->counter.fetch_add(1, std::memory_order_seq_cst);
   if (bell->sleeping.load(std::memory_order_seq_cst) != 0) {
@@ -135,14 +158,7 @@ Status Engine::RunUntilDone(std::span<Transfer> transfers, Deadline deadline) {
     }
     if (std::find(active.begin(), active.end(), c) == active.end()) active.push_back(c);
   }
-  const auto spin = std::chrono::microseconds(options_.spin_us);
-  // When the spin began: read at the first idle poll that looks at the clock
-  // (one in kPollsPerClockRead: a clock read costs more than a poll, and
-  // would delay noticing the peer's data).
-  using Clock = std::chrono::steady_clock;
-  constexpr unsigned kPollsPerClockRead = 8;
-  Clock::time_point idle_since{};
-  unsigned idle_polls = 0;
+  SpinTimer spin(std::chrono::microseconds(options_.spin_us));
   for (;;) {
     bool moved = false;
     bool all_idle = true;
@@ -165,22 +181,11 @@ Status Engine::RunUntilDone(std::span<Transfer> transfers, Deadline deadline) {
       return options_.abort_status ? options_.abort_status() : RemoteError("communicator aborted");
     }
     if (moved) {
-      idle_polls = 0;
-      idle_since = {};
+      spin.Reset();
       continue;
     }
-    bool spin_more = true;
-    if (idle_polls++ % kPollsPerClockRead == 0) {
-      const auto now = Clock::now();
-      if (idle_since == Clock::time_point{}) idle_since = now;
-      spin_more = now - idle_since < spin;
-    }
-    if (spin_more) {
-      if (options_.yield_in_spin) {
-        sched_yield();
-      } else {
-        CpuRelax();
-      }
+    if (!spin.Over()) {
+      Relax();
       continue;
     }
     if (deadline.expired()) {
@@ -192,9 +197,46 @@ Status Engine::RunUntilDone(std::span<Transfer> transfers, Deadline deadline) {
                           " (raise LOOM_TIMEOUT_MS if the peer is only slow)");
     }
     LOOM_TRY(Sleep(active, deadline));
-    idle_polls = 0;
-    idle_since = {};
+    spin.Reset();
   }
+}
+
+void Engine::Relax() const {
+  if (options_.yield_in_spin) {
+    sched_yield();
+  } else {
+    CpuRelax();
+  }
+}
+
+Status Engine::AfterGrace(Status gone, Deadline deadline) {
+  if (gone.ok()) return gone;
+  const auto now = std::chrono::steady_clock::now();
+  if (peer_gone_since_ == std::chrono::steady_clock::time_point{}) peer_gone_since_ = now;
+  if (now - peer_gone_since_ >= kPeerGoneGrace || deadline.expired()) return gone;
+  return Status::Ok();
+}
+
+Status Engine::NapOnDoorbell(int64_t cap_us, Deadline deadline,
+                             const std::function<Result<bool>()>& recheck,
+                             const std::function<Status()>& checks) {
+  Doorbell* bell = options_.doorbell;
+  const uint32_t seen = bell->counter.load(std::memory_order_seq_cst);
+  bell->sleeping.fetch_add(1, std::memory_order_seq_cst);
+  // Re-check after announcing the nap: a peer that wrote before seeing
+  // `sleeping` has bumped the counter, so the futex returns at once.
+  Result<bool> moved = recheck();
+  Status status = moved.status();
+  if (status.ok() && !moved.value()) {
+    status = checks();
+    if (status.ok()) {
+      const int64_t us = std::min<int64_t>(cap_us, deadline.RemainingMs(1000) * 1000 + 1);
+      timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>((us % 1000000) * 1000)};
+      Futex(&bell->counter, FUTEX_WAIT, seen, &ts);
+    }
+  }
+  bell->sleeping.fetch_sub(1, std::memory_order_seq_cst);
+  return status;
 }
 
 Result<std::span<const char* const>> Engine::SmallExchange(OpKind kind, const void* mine,
@@ -251,10 +293,7 @@ Status Engine::SmallWait(std::vector<bool>& have, OpKind kind, size_t bytes, Dea
     }
     return moved;
   };
-  using Clock = std::chrono::steady_clock;
-  const auto spin = std::chrono::microseconds(options_.spin_us);
-  Clock::time_point idle_since{};
-  unsigned idle_polls = 0;
+  SpinTimer spin(std::chrono::microseconds(options_.spin_us));
   peer_gone_since_ = {};
   for (;;) {
     LOOM_ASSIGN_OR_RETURN(bool moved, poll());
@@ -263,22 +302,11 @@ Status Engine::SmallWait(std::vector<bool>& have, OpKind kind, size_t bytes, Dea
       return options_.abort_status ? options_.abort_status() : RemoteError("communicator aborted");
     }
     if (moved) {
-      idle_polls = 0;
-      idle_since = {};
+      spin.Reset();
       continue;
     }
-    bool spin_more = true;
-    if (idle_polls++ % 8 == 0) {
-      const auto now = Clock::now();
-      if (idle_since == Clock::time_point{}) idle_since = now;
-      spin_more = now - idle_since < spin;
-    }
-    if (spin_more) {
-      if (options_.yield_in_spin) {
-        sched_yield();
-      } else {
-        CpuRelax();
-      }
+    if (!spin.Over()) {
+      Relax();
       continue;
     }
     std::string who;
@@ -306,35 +334,14 @@ Status Engine::SmallWait(std::vector<bool>& have, OpKind kind, size_t bytes, Dea
                           " (raise LOOM_TIMEOUT_MS if the peer is only slow)");
     }
     PublishWait(EncodeWait(first_missing, false));
-    // Sleep until a peer rings (it rings after publishing), as Sleep does.
-    Doorbell* bell = options_.doorbell;
-    uint32_t seen = bell->counter.load(std::memory_order_seq_cst);
-    bell->sleeping.fetch_add(1, std::memory_order_seq_cst);
-    Result<bool> again = poll();
-    if (!again.ok() || again.value() || missing == 0) {
-      bell->sleeping.fetch_sub(1, std::memory_order_seq_cst);
-      if (!again.ok()) return again.status();
-      idle_polls = 0;
-      idle_since = {};
-      continue;
-    }
-    for (size_t p = 0; p < have.size(); ++p) {
-      if (have[p]) continue;
-      Status alive = connections_[p]->CheckPeerAlive();
-      if (alive.ok()) continue;
-      const auto now = Clock::now();
-      if (peer_gone_since_ == Clock::time_point{}) peer_gone_since_ = now;
-      if (now - peer_gone_since_ >= kPeerGoneGrace) {
-        bell->sleeping.fetch_sub(1, std::memory_order_seq_cst);
-        return alive;
+    // Peers ring the doorbell after publishing.
+    LOOM_TRY(NapOnDoorbell(20000, deadline, poll, [&]() -> Status {
+      for (size_t p = 0; p < have.size(); ++p) {
+        if (!have[p]) LOOM_TRY(AfterGrace(connections_[p]->CheckPeerAlive(), deadline));
       }
-    }
-    const int64_t us = std::min<int64_t>(20000, deadline.RemainingMs(1000) * 1000 + 1);
-    timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>((us % 1000000) * 1000)};
-    Futex(&bell->counter, FUTEX_WAIT, seen, &ts);
-    bell->sleeping.fetch_sub(1, std::memory_order_seq_cst);
-    idle_polls = 0;
-    idle_since = {};
+      return Status::Ok();
+    }));
+    spin.Reset();
   }
 }
 
@@ -417,49 +424,29 @@ Status Engine::Sleep(const std::vector<Connection*>& active, Deadline deadline) 
   }
   PublishWait(wait);
   if (shm_pending && options_.doorbell != nullptr) {
-    Doorbell* bell = options_.doorbell;
-    uint32_t seen = bell->counter.load(std::memory_order_seq_cst);
-    bell->sleeping.fetch_add(1, std::memory_order_seq_cst);
-    // Re-check after announcing we sleep: a peer that wrote before seeing
-    // `sleeping` has bumped the counter, so the futex returns at once.
-    bool ready = false;
-    for (Connection* c : active) {
-      if (c->idle() || !c->uses_doorbell()) continue;
-      auto r = c->Progress();
-      if (!r.ok()) {
-        bell->sleeping.fetch_sub(1, std::memory_order_seq_cst);
-        return r.status();
-      }
-      ready |= r.value();
-    }
-    if (!ready) {
-      // Only now, with nothing left to read, is a vanished peer an error;
-      // and only after a short grace: a peer that exited because another
-      // rank failed first leaves that rank's failure notice on its way here
-      // (Options::abort), and that rank is the one to name.
+    auto progress = [&]() -> Result<bool> {
+      bool moved = false;
       for (Connection* c : active) {
         if (c->idle() || !c->uses_doorbell()) continue;
-        if (Status m = CheckSmallMismatch(c, PeerOf(c)); !m.ok()) {
-          bell->sleeping.fetch_sub(1, std::memory_order_seq_cst);
-          return m;
-        }
-        Status alive = c->CheckPeerAlive();
-        if (alive.ok()) continue;
-        const auto now = std::chrono::steady_clock::now();
-        if (peer_gone_since_ == std::chrono::steady_clock::time_point{}) peer_gone_since_ = now;
-        if (now - peer_gone_since_ >= kPeerGoneGrace || deadline.expired()) {
-          bell->sleeping.fetch_sub(1, std::memory_order_seq_cst);
-          return alive;
-        }
+        LOOM_ASSIGN_OR_RETURN(bool r, c->Progress());
+        moved |= r;
       }
-      // With sockets pending too, keep the nap short so they are polled.
-      int64_t cap_us = fds.empty() ? 20000 : 200;
-      int64_t left_ms = deadline.RemainingMs(1000);
-      int64_t us = std::min<int64_t>(cap_us, left_ms * 1000 + 1);
-      timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>((us % 1000000) * 1000)};
-      Futex(&bell->counter, FUTEX_WAIT, seen, &ts);
-    }
-    bell->sleeping.fetch_sub(1, std::memory_order_seq_cst);
+      return moved;
+    };
+    // Only with nothing left to read is a vanished peer an error; and only
+    // after a short grace: a peer that exited because another rank failed
+    // first leaves that rank's failure notice on its way here
+    // (Options::abort), and that rank is the one to name.
+    auto checks = [&]() -> Status {
+      for (Connection* c : active) {
+        if (c->idle() || !c->uses_doorbell()) continue;
+        LOOM_TRY(CheckSmallMismatch(c, PeerOf(c)));
+        LOOM_TRY(AfterGrace(c->CheckPeerAlive(), deadline));
+      }
+      return Status::Ok();
+    };
+    // With sockets pending too, keep the nap short so they are polled.
+    LOOM_TRY(NapOnDoorbell(fds.empty() ? 20000 : 200, deadline, progress, checks));
     if (fds.empty()) return Status::Ok();
   }
   if (!fds.empty() || !shm_pending) {

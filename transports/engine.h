@@ -93,7 +93,17 @@ class Engine {
 
  private:
   Status RunUntilDone(std::span<Transfer> transfers, Deadline deadline);
+  class SpinTimer;
   Status Sleep(const std::vector<Connection*>& active, Deadline deadline);
+  void Relax() const;  // between polls: a pause, or a yield when oversubscribed
+  // Sleeps on this rank's doorbell for at most cap_us (and the deadline):
+  // announces the nap, then runs `recheck` (true: something moved, no nap)
+  // and `checks` (an error ends the wait) before the futex.
+  Status NapOnDoorbell(int64_t cap_us, Deadline deadline,
+                       const std::function<Result<bool>()>& recheck,
+                       const std::function<Status()>& checks);
+  // `gone` (a vanished peer) once it has lasted kPeerGoneGrace, else OK.
+  Status AfterGrace(Status gone, Deadline deadline);
   int PeerOf(const Connection* c) const;  // -1 if not ours
   // Sets the doorbell's waiting_on (only when it changes: peers ring it).
   void PublishWait(int64_t wait);
