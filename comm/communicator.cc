@@ -458,8 +458,8 @@ Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
 // never change), so a small direct-mapped cache keyed by collective and size
 // saves the cost model's arithmetic on every call of a training loop.
 const Communicator::Impl::CachedChoice& Communicator::Impl::Choose(OpKind kind, size_t bytes) {
-  const size_t slot = (bytes * 0x9E3779B97F4A7C15ull + static_cast<size_t>(kind)) >>
-                      (64 - kChoiceCacheBits);
+  const uint64_t key = (uint64_t{bytes} << 4) | static_cast<uint64_t>(kind);  // kind < 16
+  const size_t slot = (key * 0x9E3779B97F4A7C15ull) >> (64 - kChoiceCacheBits);
   CachedChoice& e = choices_[slot];
   if (e.valid && e.kind == kind && e.bytes == bytes) return e;
   e.valid = true;
