@@ -111,6 +111,35 @@ std::unique_ptr<Pair> MakePair(Kind kind, size_t fifo = 1 << 16, int nsocks = 1)
   return p;
 }
 
+// One send of `bytes` from rank 0 (copying what leaves to copy_to, if set)
+// against one receive into dst on rank 1, each on its own thread.
+struct SendRecvResult {
+  Status send, recv;
+  size_t copied = 0;  // the send's copy_to bookkeeping
+};
+SendRecvResult SendOne(Pair& p, const void* src, void* dst, size_t bytes,
+                       void* copy_to = nullptr) {
+  SendRecvResult r;
+  std::thread sender([&] {
+    Transfer t;
+    t.dir = Transfer::Dir::kSend;
+    t.peer = 1;
+    t.src = src;
+    t.bytes = bytes;
+    t.copy_to = copy_to;
+    r.send = p.engine[0]->Run({&t, 1}, Deadline::After(std::chrono::seconds(10)));
+    r.copied = t.copied;
+  });
+  Transfer t;
+  t.dir = Transfer::Dir::kRecv;
+  t.peer = 0;
+  t.dst = dst;
+  t.bytes = bytes;
+  r.recv = p.engine[1]->Run({&t, 1}, Deadline::After(std::chrono::seconds(10)));
+  sender.join();
+  return r;
+}
+
 class TransportTest : public ::testing::TestWithParam<Kind> {};
 
 TEST_P(TransportTest, MessagesOfAwkwardSizesArriveIntact) {
@@ -119,27 +148,9 @@ TEST_P(TransportTest, MessagesOfAwkwardSizesArriveIntact) {
        {size_t{0}, size_t{1}, size_t{7}, size_t{4099}, size_t{65536}, size_t{1 << 20} + 3}) {
     std::vector<uint8_t> a(bytes), b(bytes, 0);
     for (size_t i = 0; i < bytes; ++i) a[i] = static_cast<uint8_t>(i * 31 + 7);
-    Status s0, s1;
-    std::thread t0([&] {
-      Transfer t;
-      t.dir = Transfer::Dir::kSend;
-      t.peer = 1;
-      t.src = a.data();
-      t.bytes = bytes;
-      s0 = p->engine[0]->Run({&t, 1}, Deadline::After(std::chrono::seconds(10)));
-    });
-    std::thread t1([&] {
-      Transfer t;
-      t.dir = Transfer::Dir::kRecv;
-      t.peer = 0;
-      t.dst = b.data();
-      t.bytes = bytes;
-      s1 = p->engine[1]->Run({&t, 1}, Deadline::After(std::chrono::seconds(10)));
-    });
-    t0.join();
-    t1.join();
-    ASSERT_TRUE(s0.ok()) << s0.ToString();
-    ASSERT_TRUE(s1.ok()) << s1.ToString();
+    SendRecvResult r = SendOne(*p, a.data(), b.data(), bytes);
+    ASSERT_TRUE(r.send.ok()) << r.send.ToString();
+    ASSERT_TRUE(r.recv.ok()) << r.recv.ToString();
     EXPECT_EQ(a, b) << bytes;
   }
 }
@@ -151,29 +162,10 @@ TEST_P(TransportTest, ASendCopiesWhatLeftIntoCopyTo) {
   for (size_t bytes : {size_t{1}, size_t{65536}, size_t{(1 << 20) + 5}}) {
     std::vector<uint8_t> a(bytes), copy(bytes, 0), b(bytes, 0);
     for (size_t i = 0; i < bytes; ++i) a[i] = static_cast<uint8_t>(i * 13 + 1);
-    Status s0, s1;
-    std::thread t0([&] {
-      Transfer t;
-      t.dir = Transfer::Dir::kSend;
-      t.peer = 1;
-      t.src = a.data();
-      t.bytes = bytes;
-      t.copy_to = copy.data();
-      s0 = p->engine[0]->Run({&t, 1}, Deadline::After(std::chrono::seconds(10)));
-      EXPECT_EQ(t.copied, bytes);
-    });
-    std::thread t1([&] {
-      Transfer t;
-      t.dir = Transfer::Dir::kRecv;
-      t.peer = 0;
-      t.dst = b.data();
-      t.bytes = bytes;
-      s1 = p->engine[1]->Run({&t, 1}, Deadline::After(std::chrono::seconds(10)));
-    });
-    t0.join();
-    t1.join();
-    ASSERT_TRUE(s0.ok()) << s0.ToString();
-    ASSERT_TRUE(s1.ok()) << s1.ToString();
+    SendRecvResult r = SendOne(*p, a.data(), b.data(), bytes, copy.data());
+    ASSERT_TRUE(r.send.ok()) << r.send.ToString();
+    ASSERT_TRUE(r.recv.ok()) << r.recv.ToString();
+    EXPECT_EQ(r.copied, bytes);
     EXPECT_EQ(copy, a) << bytes;
     EXPECT_EQ(b, a) << bytes;
   }
