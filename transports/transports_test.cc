@@ -376,6 +376,39 @@ TEST(ShmTransport, ASleepingRankPublishesWhomItWaitsOnUntilItsRunEnds) {
   EXPECT_FALSE(p->engine[1]->connection(0)->PeerWaitingOn().has_value());
 }
 
+// Under TSan: a message orders what its sender did before it with what the
+// receiver does after it, even when the sender has torn down its end (and
+// unmapped its FIFO) before the receiver reads the message. Direct
+// collectives rely on this: a rank frees its buffer once the final "done"
+// messages of the peers that read it have arrived. Nothing here synchronizes
+// the two threads but the message (the flag is relaxed).
+TEST(ShmTransport, AMessageOrdersTheSendersWritesAfterItsEndIsGone) {
+  auto p = MakePair(Kind::kShm);
+  auto owned = std::make_unique<int>(0);
+  int* shared = owned.get();
+  std::atomic<bool> sender_gone{false};
+  std::thread sender([&] {
+    *shared = 1;
+    Transfer t;
+    t.dir = Transfer::Dir::kSend;
+    t.peer = 1;
+    Status s = p->engine[0]->Run({&t, 1}, Deadline::After(std::chrono::seconds(10)));
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    p->engine[0].reset();  // unmaps this end of both FIFOs
+    p->shm[0].reset();
+    sender_gone.store(true, std::memory_order_relaxed);
+  });
+  while (!sender_gone.load(std::memory_order_relaxed)) std::this_thread::yield();
+  Transfer t;
+  t.dir = Transfer::Dir::kRecv;
+  t.peer = 0;
+  Status s = p->engine[1]->Run({&t, 1}, Deadline::After(std::chrono::seconds(10)));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(*shared, 1);
+  owned.reset();  // TSan: a race with the sender's write unless the message ordered them
+  sender.join();
+}
+
 TEST_P(TransportTest, AbortWakesASleepingWait) {
   auto p = MakePair(GetParam());
   std::vector<char> b(10);

@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
+#include <mutex>
 
 #include "comm/base/log.h"
 #include "transports/streaming.h"
@@ -35,21 +37,31 @@ namespace {
 constexpr uint64_t kPad = 8;
 uint64_t RoundUp(uint64_t v) { return (v + kPad - 1) & ~(kPad - 1); }
 
-// The receiver's half of ShmFifoControl::creator_view: acquire after loading
-// head, release before storing tail, on the sender's address of the index,
-// where the sender's own atomics already release and acquire. No-ops
-// without TSan or across processes (key null).
-void TsanAcquire([[maybe_unused]] std::atomic<uint64_t>* key) {
+// Acquire after loading an index, release before storing one, on the
+// index's key (TsanFifoKeys). No-ops without TSan or across processes (key
+// null).
+void TsanAcquire([[maybe_unused]] char* key) {
 #ifdef LOOM_TSAN
   if (key != nullptr) __tsan_acquire(key);
 #endif
 }
-void TsanRelease([[maybe_unused]] std::atomic<uint64_t>* key) {
+void TsanRelease([[maybe_unused]] char* key) {
 #ifdef LOOM_TSAN
   if (key != nullptr) __tsan_release(key);
 #endif
 }
 }  // namespace
+
+uint64_t NewTsanFifoKeys() {
+#ifdef LOOM_TSAN
+  static std::mutex mu;
+  static std::deque<TsanFifoKeys> keys;  // stable addresses, never freed
+  std::lock_guard<std::mutex> lock(mu);
+  return reinterpret_cast<uint64_t>(&keys.emplace_back());
+#else
+  return 0;
+#endif
+}
 
 ShmConnection::ShmConnection(int peer, std::string peer_host, pid_t peer_pid, ShmSegment out,
                              ShmSegment in, ShmSegment peer_mailbox)
@@ -71,7 +83,10 @@ ShmConnection::ShmConnection(int peer, std::string peer_host, pid_t peer_pid, Sh
   tail_ = in_->tail.load(std::memory_order_relaxed);
   cached_in_head_ = in_->head.load(std::memory_order_acquire);
 #ifdef LOOM_TSAN
-  if (peer_pid_ == getpid()) tsan_in_ = reinterpret_cast<ShmFifoControl*>(in_->creator_view);
+  if (peer_pid_ == getpid()) {
+    tsan_out_ = reinterpret_cast<TsanFifoKeys*>(out_->tsan_keys);
+    tsan_in_ = reinterpret_cast<TsanFifoKeys*>(in_->tsan_keys);
+  }
 #endif
 }
 
@@ -227,7 +242,7 @@ bool ShmConnection::ProgressSend() {
     uint64_t free = cap_out_ - (head_ - cached_out_tail_);
     if (!t->header_done) {
       if (free < sizeof(MessageHeader)) {
-        cached_out_tail_ = out_->tail.load(std::memory_order_acquire);
+        LoadOutTail();
         free = cap_out_ - (head_ - cached_out_tail_);
         if (free < sizeof(MessageHeader)) break;
       }
@@ -243,7 +258,7 @@ bool ShmConnection::ProgressSend() {
     const size_t allowed = t->Allowed();
     while (t->done < allowed) {
       if (free == 0) {
-        cached_out_tail_ = out_->tail.load(std::memory_order_acquire);
+        LoadOutTail();
         free = cap_out_ - (head_ - cached_out_tail_);
         if (free == 0) break;
       }
@@ -257,16 +272,22 @@ bool ShmConnection::ProgressSend() {
     if (t->done < t->bytes) break;
     uint64_t pad = RoundUp(head_) - head_;
     if (pad > free) {
-      cached_out_tail_ = out_->tail.load(std::memory_order_acquire);
+      LoadOutTail();
       if (pad > cap_out_ - (head_ - cached_out_tail_)) break;
     }
     head_ += pad;
     sends_.pop_front();
   }
   if (head_ == start) return false;
+  TsanRelease(tsan_out_ != nullptr ? &tsan_out_->head : nullptr);
   out_->head.store(head_, std::memory_order_release);
   RingDoorbell(peer_bell_);
   return true;
+}
+
+void ShmConnection::LoadOutTail() {
+  cached_out_tail_ = out_->tail.load(std::memory_order_acquire);
+  TsanAcquire(tsan_out_ != nullptr ? &tsan_out_->tail : nullptr);
 }
 
 void ShmConnection::LoadInHead() {

@@ -22,14 +22,24 @@ struct ShmFifoControl {
   alignas(64) std::atomic<uint64_t> tail;  // bytes ever consumed (receiver only)
   alignas(64) uint64_t capacity;            // multiple of 8
   uint64_t magic;
-  // The creator's (sender's) address of this block. Ranks that are threads
-  // of one process map a FIFO twice, at different addresses, so TSan cannot
-  // pair the head/tail release with its acquire: the receiver announces
-  // both on the sender's address (TSan builds only; see connection.cc).
-  uint64_t creator_view;
+  // TSan builds: the address, in the creating (sending) process, of this
+  // FIFO's TsanFifoKeys (NewTsanFifoKeys); 0 in other builds.
+  uint64_t tsan_keys;
 };
 inline constexpr size_t kShmDataOffset = 192;
 static_assert(sizeof(ShmFifoControl) <= kShmDataOffset);
+
+// Ranks that are threads of one process map a FIFO twice, at different
+// addresses, so TSan cannot pair a head/tail store with the load that reads
+// it. Both ends announce each release and acquire on these keys instead. They
+// live in ordinary memory for the life of the process, not in the mapping:
+// TSan forgets what it knew of unmapped memory, and a sender may finish and
+// unmap its end before the receiver has read its last message.
+struct TsanFifoKeys {
+  char head;
+  char tail;
+};
+uint64_t NewTsanFifoKeys();  // 0 without TSan
 
 // Per-rank mailbox segment: the doorbell peers ring, and the pid for liveness.
 struct ShmMailbox {
@@ -79,7 +89,8 @@ class ShmConnection final : public Connection {
  private:
   bool ProgressSend();
   Result<bool> ProgressRecv();
-  void LoadInHead();  // cached_in_head_ = the peer's head (acquire)
+  void LoadOutTail();  // cached_out_tail_ = the peer's tail (acquire)
+  void LoadInHead();   // cached_in_head_ = the peer's head (acquire)
   std::string PeerDesc() const;
   std::string PeerFdPath(int fd) const;  // /proc/<peer pid>/fd/<fd>
   void DropFreedMappings();
@@ -114,7 +125,9 @@ class ShmConnection final : public Connection {
   uint64_t peer_frees_ = 0;            // the peer's FreeShared count last seen
   bool cannot_map_ = false;
   bool mapping_logged_ = false;        // INFO for the first mapping, TRACE after
-  ShmFifoControl* tsan_in_ = nullptr;  // in_ at the sender's address (same process, TSan)
+  // Same-process peer under TSan only (else null): the keys of each FIFO.
+  TsanFifoKeys* tsan_out_ = nullptr;
+  TsanFifoKeys* tsan_in_ = nullptr;
 };
 
 }  // namespace loom

@@ -48,7 +48,7 @@ Result<std::vector<std::unique_ptr<Connection>>> ShmContext::Connect(
     c->tail.store(0);
     c->capacity = fifo_bytes_;
     c->magic = kFifoMagic;
-    c->creator_view = reinterpret_cast<uintptr_t>(c);
+    c->tsan_keys = NewTsanFifoKeys();
     outs.push_back(std::move(seg));
   }
   LOOM_TRY(exchange.Barrier("shm-created-" + tag_, deadline));
