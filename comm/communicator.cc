@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "comm/base/coarse_clock.h"
 #include "comm/base/log.h"
 #include "comm/base/params.h"
 #include "comm/group.h"
@@ -68,7 +69,9 @@ Communicator::Impl::~Impl() {
 }
 
 Deadline Communicator::Impl::OpDeadline() const {
-  return Deadline::After(timeout);
+  // A deadline of seconds needs no finer clock than a tick.
+  if (timeout.count() <= 0) return Deadline::Never();
+  return Deadline::At(CoarseNow() + timeout);
 }
 
 Status Communicator::Impl::Validate(const CollArgs& a) const {
@@ -132,46 +135,73 @@ Work Communicator::Impl::Issue(CollArgs args) {
     GroupAdd(this, args);
     return DoneWork(Status::Ok());
   }
-  return Submit({args});
+  return Submit(args);
+}
+
+Work Communicator::Impl::Submit(const CollArgs& one) {
+  Op op;
+  op.one = one;
+  return Enqueue(std::move(op));
 }
 
 Work Communicator::Impl::Submit(std::vector<CollArgs> items, std::shared_ptr<StagedOp> staged) {
+  Op op;
+  if (items.size() == 1) {
+    op.one = items.front();
+  } else {
+    op.many = std::move(items);
+  }
+  op.staged = std::move(staged);
+  return Enqueue(std::move(op));
+}
+
+Work Communicator::Impl::Enqueue(Op op) {
   auto state = std::make_shared<Work::State>();
   state->owner = this;
+  op.state = state;
   std::unique_lock<std::mutex> lock(q_mu_);
   if (finalized_) {
     state->Complete(InvalidUsage("operation issued after Finalize"));
     return Work(state);
   }
-  queue_.push_back(Op{std::move(items), state, std::move(staged)});
+  queue_.push_back(std::move(op));
   ++issued_;
   NotifyAndUnlock(lock);
   return Work(state);
 }
 
-// Runs the front op of the queue on the calling thread; lock holds q_mu_ and
-// the caller has checked that an op is queued and none is executing.
-void Communicator::Impl::RunFront(std::unique_lock<std::mutex>& lock) {
-  Op op = std::move(queue_.front());
-  queue_.pop_front();
+// Runs up to `max_ops` ops from the front of the queue on the calling thread,
+// in order; lock holds q_mu_ and the caller has checked that an op is queued
+// and none is executing. Taking several at once keeps the worker off q_mu_
+// while the caller keeps issuing (on a busy core every contended lock costs).
+void Communicator::Impl::RunFront(std::unique_lock<std::mutex>& lock, size_t max_ops) {
+  running_.clear();
+  while (!queue_.empty() && running_.size() < max_ops) {
+    running_.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
   executing_ = true;
   lock.unlock();
-  const bool pinned = op.staged && DevicePath::UsesPinned(*op.staged);
-  if (pinned) staged_running_.store(true);
-  Status s = AsyncError();
-  if (s.ok() && op.staged) s = device_.AwaitReady(*op.staged, OpDeadline(), abort_);
-  if (s.ok()) s = Execute(op.items);
-  if (pinned) staged_running_.store(false);
-  if (!s.ok()) {
-    Fail(s);  // records the error, then releases the streams
-  } else if (op.staged) {
-    device_.Complete(*op.staged);
-    if (release_requested_.load()) device_.ReleaseAll();  // deferred by ReleaseStreams
+  for (Op& op : running_) {
+    const bool pinned = op.staged && DevicePath::UsesPinned(*op.staged);
+    if (pinned) staged_running_.store(true);
+    Status s = AsyncError();
+    if (s.ok() && op.staged) s = device_.AwaitReady(*op.staged, OpDeadline(), abort_);
+    if (s.ok()) s = Execute(op.items());
+    if (pinned) staged_running_.store(false);
+    if (!s.ok()) {
+      Fail(s);  // records the error, then releases the streams
+    } else if (op.staged) {
+      device_.Complete(*op.staged);
+      if (release_requested_.load()) device_.ReleaseAll();  // deferred by ReleaseStreams
+    }
+    op.state->Complete(s);
   }
-  op.state->Complete(s);
+  const size_t ran = running_.size();
+  running_.clear();
   lock.lock();
   executing_ = false;
-  ++completed_;
+  completed_ += ran;
   NotifyAndUnlock(lock);
   lock.lock();
 }
@@ -193,7 +223,7 @@ void Communicator::Impl::WorkerLoop() {
     std::unique_lock<std::mutex> lock(q_mu_);
     worker_cv_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !executing_); });
     if (queue_.empty()) return;
-    RunFront(lock);
+    RunFront(lock, kWorkerBatch);
   }
 }
 
@@ -208,7 +238,7 @@ void Communicator::Impl::HelpUntil(const Work::State* target) {
       if (target->done) return;
     }
     if (executing_ || queue_.empty()) return;  // someone else runs it: sleep on the Work
-    RunFront(lock);
+    RunFront(lock, 1);  // no further than needed: the caller wants to go on
   }
 }
 
@@ -226,7 +256,7 @@ Status Communicator::Impl::IssueBlocking(const CollArgs& args) {
     std::unique_lock<std::mutex> lock(q_mu_);
     if (finalized_ || !queue_.empty() || executing_) {
       lock.unlock();
-      return Submit({args}).Wait();
+      return Submit(args).Wait();
     }
     // Nothing queued or running: run on the caller's thread, saving two
     // thread hand-offs (most of a small message's latency).
@@ -374,7 +404,19 @@ Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
     return s.WithContext(std::string(OpKindName(a.kind)) + " on device buffers (CUDA IPC) on rank " +
                          std::to_string(rank) + " (" + host + ")");
   }
-  Choice c = SelectAlgo(a.kind, bytes, cost_, algo_filter_, tune_);
+  // Tiny collectives of a one-host communicator: one cache line per rank
+  // (unless NCCL_ALGO or LOOM_TUNE asks for particular algorithms).
+  if (engine_->small_collectives() && algo_filter_.empty() && tune_.empty() &&
+      FitsSmallSlots(a, size)) {
+    LOOM_TRACE(log::kTuning, "%s %zu bytes on %d ranks: through shared-memory slots",
+               OpKindName(a.kind), bytes, size);
+    Status s = SmallCollective(*engine_, rank, a, deadline);
+    if (s.ok()) return s;
+    return s.WithContext(std::string(OpKindName(a.kind)) + " on rank " + std::to_string(rank) +
+                         " (" + host + ")");
+  }
+  const CachedChoice& cached = Choose(a.kind, bytes);
+  const Choice& c = cached.choice;
   const uint32_t kind_bit = 1u << static_cast<uint32_t>(a.kind);
   if (c.tune_ignored != Choice::TuneIgnored::kNo && (tune_warned_ & kind_bit) == 0) {
     tune_warned_ |= kind_bit;  // once per collective and communicator
@@ -398,10 +440,7 @@ Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
              DescribeEstimates(a.kind, bytes, cost_).c_str());
   Status s;
   bool ran = false;
-  if (c.source == Choice::Source::kModel && c.algo != Algo::kDirect &&
-      SharedDirectWorthAsking(a.kind, bytes, size) &&
-      algo_filter_.Allows(a.kind, Algo::kDirect) &&
-      std::isfinite(cost_.PredictUs(a.kind, Algo::kDirect, bytes))) {
+  if (cached.ask_direct) {
     s = RunDirectIfAllShared(*engine_, rank, a, scratch_, deadline, &ran);
     if (ran) LOOM_TRACE(log::kTuning, "%s: Direct instead, every rank's buffers are shareable",
                         OpKindName(a.kind));
@@ -413,6 +452,27 @@ Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
   if (s.ok()) return s;
   return s.WithContext(std::string(OpKindName(a.kind)) + " on rank " + std::to_string(rank) + " (" +
                        host + ")");
+}
+
+// SelectAlgo is pure for a communicator (its model, NCCL_ALGO and LOOM_TUNE
+// never change), so a small direct-mapped cache keyed by collective and size
+// saves the cost model's arithmetic on every call of a training loop.
+const Communicator::Impl::CachedChoice& Communicator::Impl::Choose(OpKind kind, size_t bytes) {
+  const uint64_t key = (uint64_t{bytes} << 4) | static_cast<uint64_t>(kind);  // kind < 16
+  const size_t slot = (key * 0x9E3779B97F4A7C15ull) >> (64 - kChoiceCacheBits);
+  CachedChoice& e = choices_[slot];
+  if (e.valid && e.kind == kind && e.bytes == bytes) return e;
+  e.valid = true;
+  e.kind = kind;
+  e.bytes = bytes;
+  e.choice = SelectAlgo(kind, bytes, cost_, algo_filter_, tune_);
+  // A model pick other than Direct: ask whether every rank's buffers are
+  // shareable (then Direct reads them in place) when Direct could run.
+  e.ask_direct = e.choice.source == Choice::Source::kModel && e.choice.algo != Algo::kDirect &&
+                 SharedDirectWorthAsking(kind, bytes, size) &&
+                 algo_filter_.Allows(kind, Algo::kDirect) &&
+                 std::isfinite(cost_.PredictUs(kind, Algo::kDirect, bytes));
+  return e;
 }
 
 void Communicator::Impl::Fail(const Status& s) {
@@ -458,6 +518,8 @@ void Communicator::Impl::ReleaseStreams() {
 }
 
 Status Communicator::Impl::AsyncError() const {
+  // Fail and Abort record the error before they set abort_.
+  if (!abort_.load(std::memory_order_acquire)) return Status::Ok();
   std::lock_guard<std::mutex> lock(err_mu_);
   return async_error_;
 }

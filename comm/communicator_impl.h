@@ -3,6 +3,7 @@
 // operations in order.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -50,9 +51,13 @@ class Communicator::Impl {
  public:
   // One issued operation: a single collective, or a group's batch.
   struct Op {
-    std::vector<CollArgs> items;
+    CollArgs one;                // a single collective (no allocation) ...
+    std::vector<CollArgs> many;  // ... or a batch, when not empty
     std::shared_ptr<Work::State> state;
     std::shared_ptr<StagedOp> staged;  // device items staged on user streams, else null
+    std::span<const CollArgs> items() const {
+      return many.empty() ? std::span<const CollArgs>(&one, 1) : std::span<const CollArgs>(many);
+    }
   };
 
   Impl() = default;
@@ -67,7 +72,9 @@ class Communicator::Impl {
   // Validates, then runs on the calling thread when nothing is queued or
   // running (else queues and waits): the blocking forms.
   Status IssueBlocking(const CollArgs& args);
-  Work Submit(std::vector<CollArgs> items, std::shared_ptr<StagedOp> staged = nullptr);  // queues a batch now
+  // Queue one collective, or a batch, now.
+  Work Submit(const CollArgs& one);
+  Work Submit(std::vector<CollArgs> items, std::shared_ptr<StagedOp> staged = nullptr);
   // The stream forms: host buffers go to IssueBlocking; device buffers are
   // staged on `stream` and queued, returning once enqueued (device_path.h).
   Status IssueOnStream(const CollArgs& args, GpuStream stream);
@@ -93,9 +100,18 @@ class Communicator::Impl {
   friend class Communicator;
   Status Validate(const CollArgs& a) const;
   void WorkerLoop();
-  void RunFront(std::unique_lock<std::mutex>& lock);
+  void RunFront(std::unique_lock<std::mutex>& lock, size_t max_ops);
+  static constexpr size_t kWorkerBatch = 32;  // ops the worker takes per visit to the queue
   Status Execute(std::span<const CollArgs> items);
   Status RunOne(const CollArgs& a, Deadline deadline);
+  struct CachedChoice {
+    bool valid = false;
+    bool ask_direct = false;  // try Direct when every rank's buffers are shareable
+    OpKind kind = OpKind::kInternal;
+    size_t bytes = 0;
+    Choice choice;
+  };
+  const CachedChoice& Choose(OpKind kind, size_t bytes);
   Deadline OpDeadline() const;
   void Fail(const Status& s);
   // Lets the streams waiting on this communicator go on, now or, while an
@@ -118,6 +134,8 @@ class Communicator::Impl {
   TuneTable tune_;              // LOOM_TUNE
   uint32_t tune_warned_ = 0;    // bit per OpKind: an ignored LOOM_TUNE entry already logged
   CostModel cost_;              // from the job-wide topology; the same on every rank
+  static constexpr int kChoiceCacheBits = 6;
+  std::array<CachedChoice, size_t{1} << kChoiceCacheBits> choices_;  // see Choose
   HierGroups hier_;             // this rank's groups; set when hosts have equal rank counts
   uint64_t secret_ = 0;
   bool single_copy_ = false;  // every same-host peer's memory is directly readable
@@ -139,6 +157,7 @@ class Communicator::Impl {
   std::condition_variable drained_cv_;
   int drain_waiters_ = 0;
   std::deque<Op> queue_;
+  std::vector<Op> running_;  // RunFront's batch (only the executing thread touches it)
   uint64_t issued_ = 0, completed_ = 0;
   bool stopping_ = false;
   bool executing_ = false;  // an op runs (worker or inline caller): one at a time
@@ -147,6 +166,7 @@ class Communicator::Impl {
   // After queue_, executing_ or completed_ changed (q_mu_ held by `lock`):
   // releases the lock and wakes whoever can act now.
   void NotifyAndUnlock(std::unique_lock<std::mutex>& lock);
+  Work Enqueue(Op op);
 };
 
 }  // namespace loom

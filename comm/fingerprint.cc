@@ -53,6 +53,8 @@ Fingerprint LocalFingerprint() {
   // Staged device buffers are split into per-chunk operations of this size.
   fp.emplace_back("LOOM_CUDA_STAGING_CHUNK", std::to_string(params::kCudaStagingChunk.Get()));
   fp.emplace_back("NCCL_PROTO", EnvValue("PROTO"));
+  // Small collectives go through shared-memory slots or messages: all alike.
+  fp.emplace_back("LOOM_SHM_SMALL", params::kShmSmall.Get() ? "1" : "0");
   return fp;
 }
 

@@ -487,6 +487,16 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
               who.c_str(), ranks_here, cores);
   }
   eo.doorbell = doorbell;
+  // Small collectives through shared-memory slots need every pair on shared
+  // memory; every rank computes the same answer from the same plan.
+  bool all_shm = size > 1 && any_shm_pair;
+  for (int a = 0; a < size && all_shm; ++a) {
+    for (int b = a + 1; b < size && all_shm; ++b) {
+      auto link = PlanLink(transports, a, b);
+      all_shm = link.ok() && link->kind == TransportKind::kShm;
+    }
+  }
+  if (all_shm && params::kShmSmall.Get()) eo.small_slots = impl->shm_->small_slots();
   eo.abort = &impl->abort_;
   eo.abort_status = [raw] {
     Status s = raw->AsyncError();

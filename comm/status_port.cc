@@ -14,6 +14,7 @@
 #include <map>
 #include <thread>
 
+#include "comm/base/coarse_clock.h"
 #include "comm/base/log.h"
 #include "comm/base/params.h"
 #include "topology/host.h"
@@ -30,7 +31,7 @@ OpTracker::Record OpTracker::Make(uint64_t seq, const CollArgs& a) {
   const bool rooted = a.kind == OpKind::kBroadcast || a.kind == OpKind::kReduce;
   r.root = rooted ? a.root : -1;
   r.peer = a.kind == OpKind::kSendRecv ? a.root : -1;
-  r.at = std::chrono::steady_clock::now();
+  r.at = CoarseNow();  // ages are shown in ms: a tick is precise enough
   return r;
 }
 

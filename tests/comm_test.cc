@@ -92,6 +92,90 @@ TEST(Comm, MismatchedSendRecvCountsAreAnError) {
   });
 }
 
+TEST(Comm, MismatchedCollectivesAreNamedNotTimedOut) {
+  // Tiny collectives of a one-host communicator use shared-memory slots,
+  // larger ones messages: a mismatch within either path or across the two
+  // is named (InvalidUsage) well before the timeout, on the rank that sees
+  // it; the other learns it as that rank's failure.
+  enum Call { kAllReduce, kBroadcast };
+  struct Case {
+    const char* what;
+    Call call0, call1;
+    size_t count0, count1;
+  };
+  const Case cases[] = {
+      {"small counts", kAllReduce, kAllReduce, 2, 4},
+      {"small vs large", kAllReduce, kAllReduce, 2, 4096},
+      {"large vs small", kAllReduce, kAllReduce, 4096, 2},
+      {"small kinds", kBroadcast, kAllReduce, 2, 2},
+  };
+  for (const Case& k : cases) {
+    CommConfig cfg;
+    cfg.timeout = milliseconds(20000);
+    const auto start = std::chrono::steady_clock::now();
+    RunRanks(
+        2,
+        [&](Communicator& c) {
+          const Call call = c.rank() == 0 ? k.call0 : k.call1;
+          const size_t count = c.rank() == 0 ? k.count0 : k.count1;
+          std::vector<float> in(count, 1.0f), out(count);
+          Status s = call == kBroadcast
+                         ? c.Broadcast(in.data(), out.data(), count, DataType::kFloat32, 0)
+                         : c.AllReduce(in.data(), out.data(), count, DataType::kFloat32,
+                                       RedOp::kSum);
+          EXPECT_FALSE(s.ok()) << k.what;
+          EXPECT_NE(s.code(), Code::kTimeout) << k.what << ": " << s.ToString();
+          EXPECT_NE(s.message().find("mismatched operations"), std::string::npos)
+              << k.what << ": " << s.ToString();
+          c.Abort();
+        },
+        cfg);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << k.what;
+  }
+}
+
+TEST(Comm, SmallCollectivesMatchTheMessagePath) {
+  // Every collective that fits the shared-memory slots, on 3 ranks, against
+  // the same call with LOOM_SHM_SMALL off (messages): identical bits.
+  for (DataType type : {DataType::kFloat32, DataType::kInt64, DataType::kFloat16}) {
+    std::vector<std::vector<char>> results[2];
+    for (int small = 1; small >= 0; --small) {
+      setenv("LOOM_SHM_SMALL", small ? "1" : "0", 1);
+      std::vector<std::vector<char>>& got = results[small];
+      got.assign(3 * 6, {});
+      RunRanks(3, [&](Communicator& c) {
+        const int r = c.rank(), n = c.size();
+        const size_t es = SizeOf(type), count = 16 / es;
+        std::vector<char> in(n * count * es), out(n * count * es);
+        loom::testing::FillInput(in.data(), n * count, type, r, 0, RedOp::kSum);
+        auto keep = [&](int i, size_t bytes) {
+          got[r * 6 + i].assign(out.begin(), out.begin() + static_cast<long>(bytes));
+          std::fill(out.begin(), out.end(), 0);
+        };
+        ASSERT_TRUE(c.AllReduce(in.data(), out.data(), count, type, RedOp::kSum).ok());
+        keep(0, count * es);
+        ASSERT_TRUE(c.Reduce(in.data(), out.data(), count, type, RedOp::kMax, 1).ok());
+        keep(1, r == 1 ? count * es : 0);
+        ASSERT_TRUE(c.Broadcast(in.data(), out.data(), count, type, 2).ok());
+        keep(2, count * es);
+        ASSERT_TRUE(c.AllGather(in.data(), out.data(), count, type).ok());
+        keep(3, n * count * es);
+        const size_t rs = 8 / es;  // 3 x 8 bytes of input fit one slot
+        ASSERT_TRUE(c.ReduceScatter(in.data(), out.data(), rs, type, RedOp::kSum).ok());
+        keep(4, rs * es);
+        std::copy(in.begin(), in.end(), out.begin());  // in place
+        ASSERT_TRUE(c.AllReduce(out.data(), out.data(), count, type, RedOp::kAvg).ok());
+        keep(5, count * es);
+        ASSERT_TRUE(c.Barrier().ok());
+      });
+    }
+    unsetenv("LOOM_SHM_SMALL");
+    for (size_t i = 0; i < results[0].size(); ++i) {
+      EXPECT_EQ(results[1][i], results[0][i]) << "rank " << i / 6 << " call " << i % 6;
+    }
+  }
+}
+
 TEST(Comm, SplitFormsOrderedSubCommunicators) {
   RunRanks(5, [](Communicator& c) {
     const int color = c.rank() % 2;

@@ -33,6 +33,19 @@ struct Doorbell {
 };
 void RingDoorbell(Doorbell* bell);
 
+// One rank's part of a small collective, in its shared-memory mailbox where
+// every peer of a one-host communicator reads it: the k-th small collective
+// uses slot k % 2 (a rank reuses a slot only after seeing every peer's next
+// contribution, so every peer has finished reading it).
+inline constexpr size_t kSmallSlotBytes = 48;
+struct SmallSlot {
+  std::atomic<uint64_t> serial{0};  // k + 1 once the k-th contribution is here
+  uint32_t bytes = 0;               // the operation's size (every rank's is the same)
+  uint8_t kind = 0;                 // OpKind
+  alignas(8) char data[kSmallSlotBytes];
+};
+static_assert(sizeof(SmallSlot) == 64);
+
 class Engine {
  public:
   struct Options {
@@ -43,6 +56,9 @@ class Engine {
     const std::atomic<bool>* abort = nullptr;
     // Turns an abort into the Status to return (e.g. the async error that caused it).
     std::function<Status()> abort_status;
+    // This rank's two small-collective slots (in its mailbox), when every
+    // peer is a shared-memory peer on this host; else null.
+    SmallSlot* small_slots = nullptr;
   };
 
   // connections[p] is the connection to rank p (null for this rank).
@@ -63,9 +79,31 @@ class Engine {
   // Wakes a sleeping Run (after Abort).
   void Wake();
 
+  // Small collectives through shared-memory slots (Options::small_slots,
+  // and every peer's mailbox mapped): one cache line per rank and op instead
+  // of a message per peer.
+  bool small_collectives() const { return small_ok_; }
+  // Publishes this rank's part of the next small collective (`bytes` of
+  // `mine`, or only the size when `mine` is null) and waits until every
+  // rank has published its own. Returns every rank's data in rank order,
+  // valid until the next SmallExchange. `kind` and `bytes` must match on
+  // every rank (a mismatch is named).
+  Result<std::span<const char* const>> SmallExchange(OpKind kind, const void* mine, size_t bytes,
+                                                     Deadline deadline);
+
  private:
   Status RunUntilDone(std::span<Transfer> transfers, Deadline deadline);
+  class SpinTimer;
   Status Sleep(const std::vector<Connection*>& active, Deadline deadline);
+  void Relax() const;  // between polls: a pause, or a yield when oversubscribed
+  // Sleeps on this rank's doorbell for at most cap_us (and the deadline):
+  // announces the nap, then runs `recheck` (true: something moved, no nap)
+  // and `checks` (an error ends the wait) before the futex.
+  Status NapOnDoorbell(int64_t cap_us, Deadline deadline,
+                       const std::function<Result<bool>()>& recheck,
+                       const std::function<Status()>& checks);
+  // `gone` (a vanished peer) once it has lasted kPeerGoneGrace, else OK.
+  Status AfterGrace(Status gone, Deadline deadline);
   int PeerOf(const Connection* c) const;  // -1 if not ours
   // Sets the doorbell's waiting_on (only when it changes: peers ring it).
   void PublishWait(int64_t wait);
@@ -81,6 +119,16 @@ class Engine {
   std::vector<Transfer*> copies_;  // sends with copy_to
   std::vector<pollfd> fds_;
   int64_t published_wait_ = kNotWaiting;
+  // Small collectives: usable, how many done, every peer's mailbox, the views returned.
+  bool small_ok_ = false;
+  uint64_t small_seq_ = 0;
+  std::vector<PeerMailboxView> mailboxes_;
+  std::vector<const char*> small_views_;
+  std::vector<bool> small_have_;
+  // Sleep's check for a shared-memory peer already in a small collective
+  // that this rank has not reached (mismatched operations).
+  Status CheckSmallMismatch(Connection* c, int peer) const;
+  Status SmallWait(std::vector<bool>& have, OpKind kind, size_t bytes, Deadline deadline);
   // When this Run first found a same-host peer process gone (zero: not yet).
   std::chrono::steady_clock::time_point peer_gone_since_{};
   static constexpr std::chrono::milliseconds kPeerGoneGrace{300};

@@ -122,6 +122,16 @@ struct SharedRef {
   bool valid() const { return fd >= 0; }
 };
 
+struct Doorbell;   // transports/engine.h
+struct SmallSlot;  // transports/engine.h
+
+// A shared-memory peer's mailbox as this rank sees it: its doorbell and its
+// small-collective slots (Engine::SmallExchange).
+struct PeerMailboxView {
+  const SmallSlot* slots = nullptr;  // two, used alternately
+  Doorbell* bell = nullptr;
+};
+
 // What a same-host peer published as blocking it (see Doorbell::waiting_on).
 struct PeerWait {
   int peer;
@@ -149,6 +159,14 @@ class Connection {
   // For timeout messages: whom the peer itself is blocked on, when it says
   // (shared memory peers publish it while they sleep); nullopt otherwise.
   virtual std::optional<PeerWait> PeerWaitingOn() const { return std::nullopt; }
+  // Shared memory only: the peer's mailbox (else empty), and the header of
+  // the next message it sent that this side has not read yet, if any (only
+  // meaningful while no receive is posted: mismatch diagnostics).
+  virtual PeerMailboxView PeerMailbox() const { return {}; }
+  virtual std::optional<MessageHeader> PeekIncoming() { return std::nullopt; }
+  // Shared memory only: a receive is posted and not one unread byte of the
+  // peer's has arrived (mismatch diagnostics).
+  virtual bool RecvStarved() { return false; }
 
   // "SHM", "NET/Socket/lo", as NCCL prints "via ...".
   virtual std::string Describe() const = 0;

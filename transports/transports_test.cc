@@ -225,29 +225,74 @@ TEST_P(TransportTest, ReceiveReducesAndGatedSendForwards) {
 }
 
 TEST_P(TransportTest, MismatchedSizesAreNamed) {
-  auto p = MakePair(GetParam());
-  std::vector<char> a(100), b(200);
-  Status s1;
-  std::thread t0([&] {
+  // Larger and smaller than expected, tiny and not.
+  for (auto [sent, expected] : {std::pair<size_t, size_t>{100, 200}, {8, 200}, {200, 8}, {8, 16}}) {
+    auto p = MakePair(GetParam());
+    std::vector<char> a(sent), b(expected);
+    std::thread t0([&] {
+      Transfer t;
+      t.dir = Transfer::Dir::kSend;
+      t.peer = 1;
+      t.src = a.data();
+      t.bytes = sent;
+      t.kind = OpKind::kAllReduce;
+      (void)p->engine[0]->Run({&t, 1}, Deadline::After(std::chrono::seconds(2)));
+    });
     Transfer t;
-    t.dir = Transfer::Dir::kSend;
-    t.peer = 1;
-    t.src = a.data();
-    t.bytes = 100;
-    t.kind = OpKind::kAllReduce;
-    (void)p->engine[0]->Run({&t, 1}, Deadline::After(std::chrono::seconds(2)));
-  });
-  Transfer t;
-  t.dir = Transfer::Dir::kRecv;
-  t.peer = 0;
-  t.dst = b.data();
-  t.bytes = 200;
-  t.kind = OpKind::kAllGather;
-  s1 = p->engine[1]->Run({&t, 1}, Deadline::After(std::chrono::seconds(5)));
+    t.dir = Transfer::Dir::kRecv;
+    t.peer = 0;
+    t.dst = b.data();
+    t.bytes = expected;
+    t.kind = OpKind::kAllGather;
+    Status s1 = p->engine[1]->Run({&t, 1}, Deadline::After(std::chrono::seconds(5)));
+    t0.join();
+    EXPECT_EQ(s1.code(), Code::kInvalidUsage) << sent << " vs " << expected << ": " << s1.ToString();
+    EXPECT_NE(s1.message().find("AllReduce"), std::string::npos) << s1.message();
+    EXPECT_NE(s1.message().find("rank 0"), std::string::npos) << s1.message();
+    EXPECT_NE(s1.message().find(std::to_string(sent) + " bytes"), std::string::npos) << s1.message();
+  }
+}
+
+TEST_P(TransportTest, SmallAndLargeMessagesInterleavedKeepTheirOrder) {
+  // Many messages in flight through a small FIFO (so it wraps, and the
+  // sender waits for room), sizes mixed, some reduced on receipt.
+  auto p = MakePair(GetParam(), 4096);
+  const std::vector<size_t> pattern = {8, 1000, 0, 40, 41, 3, 5000, 16, 16, 16};
+  constexpr int kMessages = 200;
+  std::vector<std::vector<int32_t>> in(kMessages), out(kMessages), with(kMessages);
+  std::vector<Transfer> sends(kMessages), recvs(kMessages);
+  for (int m = 0; m < kMessages; ++m) {
+    const size_t n = pattern[m % pattern.size()] / sizeof(int32_t);
+    in[m].resize(n);
+    out[m].assign(n, -1);
+    with[m].assign(n, 1000);
+    for (size_t i = 0; i < n; ++i) in[m][i] = static_cast<int32_t>(m * 7 + i);
+    sends[m].dir = Transfer::Dir::kSend;
+    sends[m].peer = 1;
+    sends[m].src = in[m].data();
+    sends[m].bytes = n * sizeof(int32_t);
+    recvs[m].dir = Transfer::Dir::kRecv;
+    recvs[m].peer = 0;
+    recvs[m].dst = out[m].data();
+    recvs[m].bytes = n * sizeof(int32_t);
+    recvs[m].type = DataType::kInt32;
+    if (m % 3 == 0) {  // dst = with + incoming
+      recvs[m].reduce_with = with[m].data();
+      recvs[m].reduce = &ReduceInto;
+      recvs[m].op = RedOp::kSum;
+    }
+  }
+  Status s0;
+  std::thread t0([&] { s0 = p->engine[0]->Run(sends, Deadline::After(std::chrono::seconds(10))); });
+  Status s1 = p->engine[1]->Run(recvs, Deadline::After(std::chrono::seconds(10)));
   t0.join();
-  EXPECT_EQ(s1.code(), Code::kInvalidUsage) << s1.ToString();
-  EXPECT_NE(s1.message().find("AllReduce"), std::string::npos) << s1.message();
-  EXPECT_NE(s1.message().find("rank 0"), std::string::npos) << s1.message();
+  ASSERT_TRUE(s0.ok()) << s0.ToString();
+  ASSERT_TRUE(s1.ok()) << s1.ToString();
+  for (int m = 0; m < kMessages; ++m) {
+    for (size_t i = 0; i < in[m].size(); ++i) {
+      ASSERT_EQ(out[m][i], in[m][i] + (m % 3 == 0 ? 1000 : 0)) << "message " << m << " [" << i << "]";
+    }
+  }
 }
 
 TEST_P(TransportTest, DeadlineEndsAWaitForASilentPeer) {

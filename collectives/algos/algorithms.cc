@@ -4,8 +4,12 @@
 #include "collectives/algos/algorithms.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <numeric>
+#include <type_traits>
 
 #include "collectives/patterns/recursive_doubling.h"
 #include "collectives/patterns/ring.h"
@@ -50,10 +54,22 @@ char* At(void* base, size_t elem_offset, size_t esize) {
   return static_cast<char*>(base) + elem_offset * esize;
 }
 
-// Builds a transfer list; `Last()` lets the next step gate on the previous one.
+// Builds a transfer list; each step may gate on an earlier one. Up to
+// kInline transfers live in the Plan itself (small collectives allocate
+// nothing); larger schedules reserve a vector once. Either way addresses
+// stay stable, as gates need.
 class Plan {
  public:
-  Plan(const CollArgs& args, size_t max_transfers) : args_(args) { t_.reserve(max_transfers); }
+  Plan(const CollArgs& args, size_t max_transfers) : args_(args), capacity_(max_transfers) {
+    if (max_transfers <= kInline) {
+      data_ = reinterpret_cast<Transfer*>(inline_);
+    } else {
+      heap_.reserve(max_transfers);
+      data_ = heap_.data();
+    }
+  }
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
 
   Transfer* Send(int peer, const void* src, size_t bytes, const Transfer* gate = nullptr) {
     Transfer& t = Add(Transfer::Dir::kSend, peer, bytes, gate);
@@ -74,9 +90,11 @@ class Plan {
     t->op = args_.op == RedOp::kAvg ? RedOp::kSum : args_.op;
     return t;
   }
-  Status Run(Engine& engine, Deadline deadline) { return engine.Run(t_, deadline); }
-  size_t size() const { return t_.size(); }
-  Transfer* first() { return &t_.front(); }
+  Status Run(Engine& engine, Deadline deadline) {
+    return engine.Run({data_, size_}, deadline);
+  }
+  size_t size() const { return size_; }
+  Transfer* first() { return data_; }
   // Marks a receive whose destination nothing in this operation reads again.
   static Transfer* Final(Transfer* t) {
     t->nontemporal = true;
@@ -84,19 +102,31 @@ class Plan {
   }
 
  private:
+  static constexpr size_t kInline = 8;
+  static_assert(std::is_trivially_destructible_v<Transfer>);
+
   Transfer& Add(Transfer::Dir dir, int peer, size_t bytes, const Transfer* gate) {
-    // reserve() guarantees stable addresses for gates.
-    Transfer& t = t_.emplace_back();
-    t.dir = dir;
-    t.peer = peer;
-    t.kind = args_.kind;
-    t.bytes = bytes;
-    t.type = args_.type;
-    t.gate = gate;
-    return t;
+    if (size_ == capacity_) {  // a schedule larger than its own bound: a bug in this file
+      std::fprintf(stderr, "loom: internal error: a %s plan outgrew its %zu transfers\n",
+                   OpKindName(args_.kind), capacity_);
+      std::abort();
+    }
+    Transfer* t = heap_.capacity() > 0 ? &heap_.emplace_back() : new (data_ + size_) Transfer();
+    ++size_;
+    t->dir = dir;
+    t->peer = peer;
+    t->kind = args_.kind;
+    t->bytes = bytes;
+    t->type = args_.type;
+    t->gate = gate;
+    return *t;
   }
   const CollArgs& args_;
-  std::vector<Transfer> t_;
+  size_t capacity_;
+  size_t size_ = 0;
+  Transfer* data_ = nullptr;
+  alignas(Transfer) unsigned char inline_[kInline * sizeof(Transfer)];
+  std::vector<Transfer> heap_;
 };
 
 void CopyIfDistinct(void* dst, const void* src, size_t bytes) {
@@ -299,7 +329,9 @@ Status PairwiseAllToAll(Engine& e, int r, const CollArgs& a, Scratch& scratch, D
 // Dissemination barrier: ceil(log2 n) rounds of empty messages.
 Status DisseminationBarrier(Engine& e, int r, const CollArgs& a, Deadline deadline) {
   const int n = e.size();
-  Plan plan(a, 64);
+  size_t rounds = 0;
+  for (int d = 1; d < n; d <<= 1) ++rounds;
+  Plan plan(a, 2 * rounds);
   const Transfer* gate = nullptr;
   for (int d = 1; d < n; d <<= 1) {
     plan.Send((r + d) % n, nullptr, 0, gate);
@@ -506,6 +538,80 @@ Status SyncWithAll(Engine& e, int r, const CollArgs& a, Deadline deadline) {
   std::vector<int> all(e.size());
   std::iota(all.begin(), all.end(), 0);
   return SyncWith(e, r, a, all, deadline);
+}
+
+bool FitsSmallSlots(const CollArgs& a, int nranks) {
+  const size_t bytes = a.count * SizeOf(a.type);
+  switch (a.kind) {
+    case OpKind::kAllReduce:
+    case OpKind::kReduce:
+    case OpKind::kBroadcast:
+    case OpKind::kAllGather:
+      return bytes <= kSmallSlotBytes;
+    case OpKind::kReduceScatter:
+      return bytes * static_cast<size_t>(nranks) <= kSmallSlotBytes;
+    case OpKind::kBarrier:
+      return true;
+    default:
+      return false;
+  }
+}
+
+namespace {
+// dst = in[0] (op) in[1] (op) ... in[n-1], each read at `offset`: the same
+// order on every rank, so every rank gets the same bits.
+void ReduceInRankOrder(void* dst, std::span<const char* const> in, size_t offset, size_t count,
+                       DataType type, RedOp op) {
+  const size_t bytes = count * SizeOf(type);
+  if (in.size() == 1) {
+    std::memcpy(dst, in[0] + offset, bytes);
+    return;
+  }
+  ReduceInto(dst, in[0] + offset, in[1] + offset, count, type, op);
+  for (size_t p = 2; p < in.size(); ++p) ReduceInto(dst, dst, in[p] + offset, count, type, op);
+}
+}  // namespace
+
+Status SmallCollective(Engine& e, int r, const CollArgs& a, Deadline deadline) {
+  const int n = e.size();
+  const size_t bytes = a.count * SizeOf(a.type);
+  const RedOp op = a.op == RedOp::kAvg ? RedOp::kSum : a.op;
+  switch (a.kind) {
+    case OpKind::kBarrier:
+      return e.SmallExchange(a.kind, nullptr, 0, deadline).status();
+    case OpKind::kBroadcast: {
+      LOOM_ASSIGN_OR_RETURN(auto in,
+                            e.SmallExchange(a.kind, r == a.root ? a.send : nullptr, bytes, deadline));
+      if (bytes > 0) CopyIfDistinct(a.recv, in[a.root], bytes);
+      return Status::Ok();
+    }
+    case OpKind::kAllReduce:
+    case OpKind::kReduce: {
+      LOOM_ASSIGN_OR_RETURN(auto in, e.SmallExchange(a.kind, a.send, bytes, deadline));
+      if (a.kind == OpKind::kReduce && r != a.root) return Status::Ok();
+      if (bytes == 0) return Status::Ok();
+      ReduceInRankOrder(a.recv, in, 0, a.count, a.type, op);
+      if (a.op == RedOp::kAvg) ScaleForAvg(a.recv, a.count, a.type, n);
+      return Status::Ok();
+    }
+    case OpKind::kAllGather: {
+      LOOM_ASSIGN_OR_RETURN(auto in, e.SmallExchange(a.kind, a.send, bytes, deadline));
+      for (int p = 0; p < n && bytes > 0; ++p) {
+        std::memcpy(static_cast<char*>(a.recv) + static_cast<size_t>(p) * bytes, in[p], bytes);
+      }
+      return Status::Ok();
+    }
+    case OpKind::kReduceScatter: {
+      const size_t total = bytes * static_cast<size_t>(n);
+      LOOM_ASSIGN_OR_RETURN(auto in, e.SmallExchange(a.kind, a.send, total, deadline));
+      if (bytes == 0) return Status::Ok();
+      ReduceInRankOrder(a.recv, in, static_cast<size_t>(r) * bytes, a.count, a.type, op);
+      if (a.op == RedOp::kAvg) ScaleForAvg(a.recv, a.count, a.type, n);
+      return Status::Ok();
+    }
+    default:
+      return InternalError(std::string(OpKindName(a.kind)) + " has no small-collective form");
+  }
 }
 
 bool SharedDirectWorthAsking(OpKind kind, size_t bytes, int nranks) {

@@ -44,6 +44,15 @@ class Scratch {
   std::vector<char> buf_;
 };
 
+// Small collectives on one-host communicators (Engine::small_collectives):
+// every rank publishes its whole input in one cache line of shared memory
+// and reads everyone else's, then reduces or copies locally in rank order
+// (all ranks get identical bits). Fits when each rank's input is at most
+// kSmallSlotBytes: AllReduce, Reduce, Broadcast, AllGather (per rank),
+// ReduceScatter (the whole input), Barrier.
+bool FitsSmallSlots(const CollArgs& args, int nranks);
+Status SmallCollective(Engine& engine, int rank, const CollArgs& args, Deadline deadline);
+
 // Runs `args` with `algo` (never kAuto) on `engine`. The caller validated the
 // arguments; `rank` is this rank, engine.size() the communicator size.
 Status RunAlgorithm(Engine& engine, int rank, Algo algo, const CollArgs& args, Scratch& scratch,

@@ -2,9 +2,26 @@
 // rank math (no I/O).
 #pragma once
 
-#include <vector>
+#include <array>
+#include <cstddef>
 
 namespace loom::patterns {
+
+// The partners of one rank, one per step: at most 31 (n < 2^31), kept inline
+// so planning a small all-reduce allocates nothing.
+class Partners {
+ public:
+  void push_back(int peer) { v_[n_++] = peer; }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  int operator[](size_t k) const { return v_[k]; }
+  const int* begin() const { return v_.data(); }
+  const int* end() const { return v_.data() + n_; }
+
+ private:
+  std::array<int, 31> v_{};
+  size_t n_ = 0;
+};
 
 // The schedule of one rank. Protocol (p = largest power of two <= n,
 // extra = n - p):
@@ -24,7 +41,7 @@ struct RecursiveDoublingPlan {
   enum Role { kCore, kFoldedOut };
   Role role;
   int fold_peer;              // -1 if none
-  std::vector<int> partners;  // real ranks, one per step; empty for kFoldedOut
+  Partners partners;  // real ranks, one per step; empty for kFoldedOut
 };
 
 // Preconditions: n >= 1, 0 <= rank < n.

@@ -214,6 +214,9 @@ const IntParam kIbRetryCnt("IB_RETRY_CNT", "7", true,
 const BoolParam kShmSingleCopy("SHM_SINGLE_COPY", "1", false,
     "Ranks on one host may read each other's buffers directly (process_vm_readv) for large "
     "collectives; 0 = always through the shared-memory FIFOs");
+const BoolParam kShmSmall("SHM_SMALL", "1", false,
+    "One-host communicators run collectives of at most 48 bytes per rank through a cache line "
+    "per rank in shared memory instead of messages; 0 = always messages");
 const IntParam kBuffsize("BUFFSIZE", "4194304", true,
     "Bytes of each per-peer, per-direction shared-memory FIFO");
 const StringParam kAlgo("ALGO", "", true,
@@ -241,7 +244,7 @@ const StringParam kDebugFile("DEBUG_FILE", "", true,
 const std::vector<const Param*>& All() {
   static const std::vector<const Param*> all = {
       &kTimeoutMs,   &kSocketIfname, &kSocketFamily, &kSocketNthreads, &kNsocksPerthread,
-      &kShmDisable,  &kShmSingleCopy, &kP2pDisable, &kP2pLevel, &kCudaStagingChunk, &kNet,         &kIbDisable,      &kRequireTransport,
+      &kShmDisable,  &kShmSingleCopy, &kShmSmall, &kP2pDisable, &kP2pLevel, &kCudaStagingChunk, &kNet,         &kIbDisable,      &kRequireTransport,
       &kIbHca,       &kIbGidIndex,   &kIbTimeout,   &kIbRetryCnt,     &kBuffsize,     &kAlgo,           &kTune,          &kTopoFile,
       &kTopoDumpFile, &kStatusPort, &kSpinUs,       &kDebug,       &kDebugSubsys,    &kDebugFile,
   };

@@ -120,6 +120,30 @@ std::optional<PeerWait> ShmConnection::PeerWaitingOn() const {
   return PeerWait{static_cast<int>(wait / 2), wait % 2 == 1};
 }
 
+PeerMailboxView ShmConnection::PeerMailbox() const {
+  return {static_cast<const ShmMailbox*>(peer_mailbox_seg_.data())->small, peer_bell_};
+}
+
+std::optional<MessageHeader> ShmConnection::PeekIncoming() {
+  if (!recvs_.empty()) return std::nullopt;  // only between receives: tail_ is at a header
+  if (cached_in_head_ - tail_ < sizeof(MessageHeader)) {
+    LoadInHead();
+    if (cached_in_head_ - tail_ < sizeof(MessageHeader)) return std::nullopt;
+  }
+  MessageHeader h;
+  uint64_t pos = tail_ % cap_in_;
+  uint64_t first = std::min<uint64_t>(sizeof(h), cap_in_ - pos);
+  std::memcpy(&h, in_data_ + pos, first);
+  std::memcpy(reinterpret_cast<char*>(&h) + first, in_data_, sizeof(h) - first);
+  return h;
+}
+
+bool ShmConnection::RecvStarved() {
+  if (recvs_.empty()) return false;
+  LoadInHead();
+  return cached_in_head_ == tail_;
+}
+
 Status ShmConnection::ProbePeerRead(void* dst, uint64_t remote, size_t bytes) const {
   if (bytes == 0) return Status::Ok();
   if (peer_pid_ == getpid()) {

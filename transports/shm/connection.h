@@ -41,11 +41,13 @@ struct TsanFifoKeys {
 };
 uint64_t NewTsanFifoKeys();  // 0 without TSan
 
-// Per-rank mailbox segment: the doorbell peers ring, and the pid for liveness.
+// Per-rank mailbox segment: the doorbell peers ring, the pid for liveness,
+// and the rank's slots for small collectives (Engine::SmallExchange).
 struct ShmMailbox {
   Doorbell doorbell;
   pid_t pid;
   uint64_t magic;
+  alignas(64) SmallSlot small[2];
 };
 
 class ShmConnection final : public Connection {
@@ -62,6 +64,9 @@ class ShmConnection final : public Connection {
   bool uses_doorbell() const override { return true; }
   Status CheckPeerAlive() const override;
   std::optional<PeerWait> PeerWaitingOn() const override;
+  PeerMailboxView PeerMailbox() const override;
+  std::optional<MessageHeader> PeekIncoming() override;
+  bool RecvStarved() override;
   std::string Describe() const override;
   bool can_read_peer() const override { return peer_read_; }
   Status ReadPeer(void* dst, uint64_t remote, size_t bytes) override;

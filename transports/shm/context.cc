@@ -29,6 +29,7 @@ Result<std::unique_ptr<ShmContext>> ShmContext::Create(const std::string& tag, i
   ctx->tag_ = tag;
   ctx->rank_ = rank;
   ctx->fifo_bytes_ = (fifo_bytes + 63) & ~size_t{63};
+  static_assert(sizeof(ShmMailbox) <= 4096);
   LOOM_ASSIGN_OR_RETURN(ctx->mailbox_, ShmSegment::Create(ctx->MailboxName(rank), 4096));
   auto* mb = new (ctx->mailbox_.data()) ShmMailbox();
   mb->pid = getpid();

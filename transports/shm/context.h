@@ -20,6 +20,7 @@ class ShmContext {
                                                     size_t fifo_bytes);
 
   Doorbell* doorbell() const { return &mailbox()->doorbell; }
+  SmallSlot* small_slots() const { return mailbox()->small; }
 
   // Collective over all ranks of the communicator (every rank calls it, with
   // an empty `peers` if it has no shm peer): creates FIFOs to `peers`, waits
