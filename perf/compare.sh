@@ -62,6 +62,9 @@ for ((r = 1; r <= REPEAT; r++)); do
         -o allreduce > "$OUT/mpi.allreduce_lat.r$r.txt" 2>&1
       "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" -- "$LOOM" perf all_reduce -b 8 -e 8 \
         -w 1000 -n 10000 --fixed-buffers > "$OUT/loom.allreduce_lat.r$r.txt" 2>&1
+      # And as the anchor calls it: blocking calls back to back.
+      "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" -- "$LOOM" perf all_reduce -b 8 -e 8 \
+        -w 1000 -n 10000 --fixed-buffers --back-to-back 1 > "$OUT/loom.allreduce_lat_b2b.r$r.txt" 2>&1
     fi
     if [[ $GLOO == 1 && $op == allreduce ]]; then
       # Every Gloo all-reduce algorithm: the report takes the best per size.

@@ -5,7 +5,9 @@ Anchor tables: '# op size count type time(us) algbw busbw #wrong'.
 loom perf tables: nccl-tests columns; the out-of-place time and busbw are used.
 Ratios are loom over the anchor (> 1: loom is faster): of busbw, or of time
 below 1 KiB. Gloo's column is its best all-reduce algorithm at each size.
-The allreduce_lat row is the 8 B latency pass (10000 iterations).
+The allreduce_lat row is the 8 B latency pass (10000 iterations); in
+allreduce_lat_b2b loom makes the same calls blocking and back to back
+(--back-to-back 1), as the anchors do, against the same anchor figures.
 """
 import csv
 import glob
@@ -90,7 +92,8 @@ def main():
                     "gloo_us", "gloo_busbw", "gloo_algo", "pct_memcpy", "samples"])
         for key in sorted(loom, key=lambda k: (k[0], k[1])):
             lt, lb, n = loom[key]
-            mt, mb, _ = mpi.get(key, (float("nan"), float("nan"), 0))
+            akey = ("allreduce_lat", key[1]) if key[0] == "allreduce_lat_b2b" else key
+            mt, mb, _ = mpi.get(akey, (float("nan"), float("nan"), 0))
             galgo, gt, gb = gloo_best(gloo, key[1]) if key[0] == "allreduce" else ("", float("nan"), float("nan"))
             ratio, gratio = speedup(key[1], lt, lb, mt, mb), speedup(key[1], lt, lb, gt, gb)
             pct = 100 * lb / mc if mc else float("nan")

@@ -107,9 +107,9 @@ Status Bench::Issue(const Call& k) {
     LOOM_TRY(recv);
     return end;
   }
-  // Blocking mode, and calls inside an -m group, use the blocking forms
-  // (inside a group they only queue).
-  if (options_.blocking || options_.agg_iters > 1) {
+  // Blocking and back-to-back modes, and calls inside an -m group, use the
+  // blocking forms (inside a group they only queue).
+  if (options_.blocking || options_.back_to_back || options_.agg_iters > 1) {
     switch (k.collective) {
       case Collective::kAllReduce:
         return comm_.AllReduce(k.send, k.recv, k.count, k.type, k.op);

@@ -38,12 +38,15 @@ constexpr FlagSpec kFlags[] = {
     {'X', "corrupt-for-test", false},
     {'F', "fixed-buffers", false},
     {'R', "local_register", true},
+    {'B', "back-to-back", true},
 };
 
 const FlagSpec* FindShort(char letter) {
   for (const FlagSpec& f : kFlags) {
-    // 'J', 'X' and 'F' exist only as long options.
-    if (f.letter == letter && letter != 'J' && letter != 'X' && letter != 'F') return &f;
+    // 'J', 'X', 'F' and 'B' exist only as long options.
+    if (f.letter == letter && letter != 'J' && letter != 'X' && letter != 'F' && letter != 'B') {
+      return &f;
+    }
   }
   return nullptr;
 }
@@ -192,6 +195,11 @@ Status Apply(const FlagSpec& flag, const std::string& value, PerfOptions& o) {
       o.local_register = static_cast<int>(v);
       return Status::Ok();
     }
+    case 'B': {
+      LOOM_ASSIGN_OR_RETURN(long v, ParseInt(name, value, 0, 1));
+      o.back_to_back = v == 1;
+      return Status::Ok();
+    }
   }
   return InternalError("unhandled flag");
 }
@@ -208,6 +216,15 @@ Status Validate(const PerfOptions& o) {
   }
   if (o.step_factor <= 1 && o.step_bytes == 0 && o.min_bytes < o.max_bytes) {
     return InvalidArgument("-i 0 without -f > 1 never grows; give -i >= 1 or -f >= 2");
+  }
+  if (o.back_to_back && o.blocking) {
+    return InvalidArgument("--back-to-back 1 and -z 1 exclude each other (-z adds a barrier after "
+                           "every call; --back-to-back goes straight on)");
+  }
+  if (o.back_to_back && o.agg_iters > 1) {
+    return InvalidArgument("--back-to-back 1 and -m " + std::to_string(o.agg_iters) +
+                           " exclude each other (-m groups calls; --back-to-back issues each "
+                           "on its own)");
   }
   return Status::Ok();
 }
@@ -357,6 +374,9 @@ std::string Usage() {
          "\t[-R,--local_register <0/1/2>] (1 or 2: send and recv buffers in shareable memory,\n"
          "\t                   loom::AllocShared, which ranks of one host read without copies;\n"
          "\t                   default 0)\n"
+         "\t[--back-to-back <0/1>] (1: every iteration one blocking call, straight after the\n"
+         "\t                   last, no barrier: as MPI and Gloo benchmarks time, and what\n"
+         "\t                   nccl.h calls on host buffers are; default 0)\n"
          "\t[-h,--help]\n";
 }
 

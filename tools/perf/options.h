@@ -36,6 +36,7 @@ struct PerfOptions {
   bool corrupt_for_test = false;  // hidden: flip one output element before checking
   bool fixed_buffers = false;     // --fixed-buffers: no walk through the buffers (see bench.cc)
   int local_register = 0;         // -R 1/2: buffers in shareable memory (loom::AllocShared)
+  bool back_to_back = false;      // --back-to-back 1: blocking calls, no barrier between
 };
 
 // Parses argv[first..argc) (the collective name, then flags in any order).

@@ -77,7 +77,7 @@ TEST(PerfOptions, EveryShortFlag) {
 TEST(PerfOptions, GluedAndLongForms) {
   auto r = Parse({"all_gather_perf", "-b1K", "-e=2M", "--stepfactor=4", "--iters", "3",
                   "--datatype=half", "--op", "min", "--json", "-", "--corrupt-for-test",
-                  "--fixed-buffers"});
+                  "--fixed-buffers", "--back-to-back", "1"});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->collectives, std::vector<Collective>{Collective::kAllGather});
   EXPECT_EQ(r->min_bytes, 1024u);
@@ -89,8 +89,11 @@ TEST(PerfOptions, GluedAndLongForms) {
   EXPECT_EQ(r->json_path, "-");
   EXPECT_TRUE(r->corrupt_for_test);
   EXPECT_TRUE(r->fixed_buffers);
-  // Long-only: -F is not a flag.
+  EXPECT_TRUE(r->back_to_back);
+  EXPECT_FALSE(r->blocking);
+  // Long-only: -F and -B are not flags.
   EXPECT_FALSE(Parse({"all_gather", "-F"}).ok());
+  EXPECT_FALSE(Parse({"all_gather", "-B", "1"}).ok());
 }
 
 TEST(PerfOptions, AllExpandsCollectivesOpsAndTypes) {
@@ -148,6 +151,11 @@ TEST(PerfOptions, RejectsBadInput) {
   EXPECT_NE(Error({"all_reduce", "--help=1"}).find("takes no value"), std::string::npos);
   EXPECT_NE(Error({"all_reduce", "--json="}).find("--json"), std::string::npos);
   EXPECT_NE(Error({"all_reduce", "reduce"}).find("unknown argument 'reduce'"), std::string::npos);
+  EXPECT_NE(Error({"all_reduce", "--back-to-back", "2"}).find("outside"), std::string::npos);
+  EXPECT_NE(Error({"all_reduce", "--back-to-back", "1", "-z", "1"}).find("exclude each other"),
+            std::string::npos);
+  EXPECT_NE(Error({"all_reduce", "--back-to-back=1", "-m", "4"}).find("exclude each other"),
+            std::string::npos);
 }
 
 TEST(PerfOptions, ParseSize) {

@@ -54,6 +54,8 @@ TEST_F(PerfMainTest, AllCollectivesPassTheirCheckAndWriteJson) {
 
 TEST_F(PerfMainTest, BlockingAndAggregatedModesPass) {
   EXPECT_EQ(Run({"all_reduce_perf", "-b", "1K", "-e", "1K", "-n", "3", "-z", "1"}), 0);
+  EXPECT_EQ(Run({"all_gather", "-b", "8", "-e", "1K", "-f", "8", "-n", "3", "--back-to-back", "1"}),
+            0);
   EXPECT_EQ(Run({"sendrecv", "-b", "1K", "-e", "2K", "-f", "2", "-n", "3", "-m", "4"}), 0);
   EXPECT_EQ(Run({"reduce_scatter", "-b", "1K", "-e", "1K", "-a", "0", "-d", "half"}), 0);
 }

@@ -63,6 +63,9 @@ std::string FormatRunHeader(const PerfOptions& o, const std::vector<RankInfo>& r
   if (o.blocking) {
     out += "# Blocking Enabled: wait for completion and barrier after each collective \n";
   }
+  if (o.back_to_back) {
+    out += "# Back-to-back: every iteration one blocking call, no barrier between\n";
+  }
   if (o.parallel_init) {
     out += "# Parallel Init: accepted and ignored (one rank per process)\n";
   }
@@ -144,9 +147,9 @@ std::string FormatJson(const PerfOptions& o, int nranks, const std::vector<Row>&
   out += Format(
       "  \"options\": {\"minbytes\": %zu, \"maxbytes\": %zu, \"stepbytes\": %zu, "
       "\"stepfactor\": %zu, \"iters\": %d, \"warmup_iters\": %d, \"agg_iters\": %d, "
-      "\"check\": %d, \"blocking\": %d, \"average\": %d},\n",
+      "\"check\": %d, \"blocking\": %d, \"back_to_back\": %d, \"average\": %d},\n",
       o.min_bytes, o.max_bytes, o.step_bytes, o.step_factor, o.iters, o.warmup_iters, o.agg_iters,
-      o.check, o.blocking ? 1 : 0, o.average);
+      o.check, o.blocking ? 1 : 0, o.back_to_back ? 1 : 0, o.average);
   out += "  \"rows\": [";
   const char* sep = "\n    ";
   for (const Row& row : rows) {

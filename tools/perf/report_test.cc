@@ -77,6 +77,10 @@ TEST(PerfReport, RunHeaderListsOptionsAndRanks) {
   const std::string bytes = FormatRunHeader(o, {});
   EXPECT_NE(bytes.find("step: 1048576(bytes)"), std::string::npos);
   EXPECT_EQ(bytes.find("Blocking"), std::string::npos);
+  EXPECT_EQ(bytes.find("Back-to-back"), std::string::npos);
+  o.back_to_back = true;
+  EXPECT_NE(FormatRunHeader(o, {}).find("# Back-to-back: every iteration one blocking call"),
+            std::string::npos);
 }
 
 TEST(PerfReport, SummaryCountsLikeNcclTests) {
