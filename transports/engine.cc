@@ -111,6 +111,7 @@ Engine::Engine(Options options, std::vector<std::unique_ptr<Connection>> connect
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   mailboxes_.resize(connections_.size());
   small_views_.resize(connections_.size());
+  small_seen_.resize(connections_.size());
   small_ok_ = options_.small_slots != nullptr && connections_.size() > 1;
   for (size_t p = 0; p < connections_.size(); ++p) {
     if (connections_[p] == nullptr) continue;
@@ -257,10 +258,8 @@ Result<std::span<const char* const>> Engine::SmallExchange(OpKind kind, const vo
     if (m.bell != nullptr) RingDoorbell(m.bell);
   }
   small_views_[options_.rank] = own.data;
-  std::vector<bool>& have = small_have_;
-  have.assign(connections_.size(), false);
-  have[options_.rank] = true;
-  Status s = SmallWait(have, kind, bytes, deadline);
+  small_seen_[options_.rank] = k + 1;
+  Status s = SmallWait(kind, bytes, deadline);
   if (!s.ok()) return s;
   if (published_wait_ != kNotWaiting) PublishWait(kNotWaiting);
   ++small_seq_;
@@ -270,14 +269,16 @@ Result<std::span<const char* const>> Engine::SmallExchange(OpKind kind, const vo
 // Polls the peers' slots of the current small collective like Run polls
 // connections: spin, then sleep on the doorbell (peers ring it after
 // publishing), checking liveness, mismatches and the deadline.
-Status Engine::SmallWait(std::vector<bool>& have, OpKind kind, size_t bytes, Deadline deadline) {
+Status Engine::SmallWait(OpKind kind, size_t bytes, Deadline deadline) {
   const uint64_t k = small_seq_;
+  const size_t n = connections_.size();
+  auto have = [&](size_t p) { return small_seen_[p] == k + 1; };
   size_t missing = 0;
-  for (bool h : have) missing += h ? 0 : 1;
+  for (size_t p = 0; p < n; ++p) missing += have(p) ? 0 : 1;
   auto poll = [&]() -> Result<bool> {
     bool moved = false;
-    for (size_t p = 0; p < have.size(); ++p) {
-      if (have[p]) continue;
+    for (size_t p = 0; p < n; ++p) {
+      if (have(p)) continue;
       const SmallSlot& slot = mailboxes_[p].slots[k % 2];
       if (slot.serial.load(std::memory_order_acquire) != k + 1) continue;
       if (slot.kind != static_cast<uint8_t>(kind) || slot.bytes != bytes) {
@@ -289,7 +290,7 @@ Status Engine::SmallWait(std::vector<bool>& have, OpKind kind, size_t bytes, Dea
             "the same counts in the same order");
       }
       small_views_[p] = slot.data;
-      have[p] = true;
+      small_seen_[p] = k + 1;
       --missing;
       moved = true;
     }
@@ -313,8 +314,8 @@ Status Engine::SmallWait(std::vector<bool>& have, OpKind kind, size_t bytes, Dea
     }
     std::string who;
     int first_missing = -1;
-    for (size_t p = 0; p < have.size(); ++p) {
-      if (have[p]) continue;
+    for (size_t p = 0; p < n; ++p) {
+      if (have(p)) continue;
       if (first_missing < 0) first_missing = static_cast<int>(p);
       who += (who.empty() ? "" : ", ") + connections_[p]->Describe() + WaitChain(*connections_[p]);
       // A message from a peer that has not published its part: it runs
@@ -338,8 +339,8 @@ Status Engine::SmallWait(std::vector<bool>& have, OpKind kind, size_t bytes, Dea
     PublishWait(EncodeWait(first_missing, false));
     // Peers ring the doorbell after publishing.
     LOOM_TRY(NapOnDoorbell(20000, deadline, poll, [&]() -> Status {
-      for (size_t p = 0; p < have.size(); ++p) {
-        if (!have[p]) LOOM_TRY(AfterGrace(connections_[p]->CheckPeerAlive(), deadline));
+      for (size_t p = 0; p < n; ++p) {
+        if (!have(p)) LOOM_TRY(AfterGrace(connections_[p]->CheckPeerAlive(), deadline));
       }
       return Status::Ok();
     }));

@@ -119,16 +119,18 @@ class Engine {
   std::vector<Transfer*> copies_;  // sends with copy_to
   std::vector<pollfd> fds_;
   int64_t published_wait_ = kNotWaiting;
-  // Small collectives: usable, how many done, every peer's mailbox, the views returned.
+  // Small collectives: usable, how many done, every peer's mailbox, the views
+  // returned, and k + 1 for each rank whose part of the k-th is in (so
+  // nothing is reset between operations).
   bool small_ok_ = false;
   uint64_t small_seq_ = 0;
   std::vector<PeerMailboxView> mailboxes_;
   std::vector<const char*> small_views_;
-  std::vector<bool> small_have_;
+  std::vector<uint64_t> small_seen_;
   // Sleep's check for a shared-memory peer already in a small collective
   // that this rank has not reached (mismatched operations).
   Status CheckSmallMismatch(Connection* c, int peer) const;
-  Status SmallWait(std::vector<bool>& have, OpKind kind, size_t bytes, Deadline deadline);
+  Status SmallWait(OpKind kind, size_t bytes, Deadline deadline);
   // When this Run first found a same-host peer process gone (zero: not yet).
   std::chrono::steady_clock::time_point peer_gone_since_{};
   static constexpr std::chrono::milliseconds kPeerGoneGrace{300};
