@@ -68,10 +68,12 @@ Communicator::Impl::~Impl() {
   for (Op& op : queue_) op.state->Complete(RemoteError("communicator destroyed"));
 }
 
-Deadline Communicator::Impl::OpDeadline() const {
+Deadline Communicator::Impl::OpDeadline() const { return OpDeadline(CoarseNow()); }
+
+Deadline Communicator::Impl::OpDeadline(std::chrono::steady_clock::time_point now) const {
   // A deadline of seconds needs no finer clock than a tick.
   if (timeout.count() <= 0) return Deadline::Never();
-  return Deadline::At(CoarseNow() + timeout);
+  return Deadline::At(now + timeout);
 }
 
 Status Communicator::Impl::Validate(const CollArgs& a) const {
@@ -319,15 +321,20 @@ Work Communicator::Impl::SubmitGroup(std::vector<CollArgs> items,
 }
 
 Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
-  const Deadline deadline = OpDeadline();
+  const auto now = CoarseNow();
+  const Deadline deadline = OpDeadline(now);
   // Send/Recv of one batch progress together; anything else runs in order.
-  std::vector<Transfer> p2p;
+  bool any_p2p = false;
   for (const CollArgs& a : items) {
-    if (a.kind == OpKind::kSendRecv) continue;
-    const uint64_t seq = tracker_.Started(a);
+    if (a.kind == OpKind::kSendRecv) {
+      any_p2p = true;
+      continue;
+    }
+    const uint64_t seq = tracker_.Started(a, now);
     LOOM_TRY(RunOne(a, deadline));
     tracker_.Completed(seq, a);
   }
+  if (!any_p2p) return Status::Ok();
   // Send/Recv on device buffers: read in place through CUDA IPC.
   std::vector<CollArgs> device_sr;
   for (const CollArgs& a : items) {
@@ -376,6 +383,7 @@ Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
     uint64_t seq = tracker_.Started(a);
     if (first_seq == 0) first_seq = seq;
   }
+  std::vector<Transfer> p2p;
   p2p.reserve(sr.size());
   for (const CollArgs& a : sr) {
     Transfer& t = p2p.emplace_back();

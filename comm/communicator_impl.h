@@ -113,6 +113,7 @@ class Communicator::Impl {
   };
   const CachedChoice& Choose(OpKind kind, size_t bytes);
   Deadline OpDeadline() const;
+  Deadline OpDeadline(std::chrono::steady_clock::time_point now) const;
   void Fail(const Status& s);
   // Lets the streams waiting on this communicator go on, now or, while an
   // operation on device buffers executes, as soon as it returns.

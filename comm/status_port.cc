@@ -21,36 +21,69 @@
 
 namespace loom {
 
-OpTracker::Record OpTracker::Make(uint64_t seq, const CollArgs& a) {
-  Record r;
-  r.seq = seq;
-  r.kind = a.kind;
-  r.count = a.count;
-  r.type = a.type;
-  r.op = a.op;
+void OpTracker::Publish(Packed& to, uint64_t seq, const CollArgs& a,
+                        std::chrono::steady_clock::time_point at) {
   const bool rooted = a.kind == OpKind::kBroadcast || a.kind == OpKind::kReduce;
-  r.root = rooted ? a.root : -1;
-  r.peer = a.kind == OpKind::kSendRecv ? a.root : -1;
-  r.at = CoarseNow();  // ages are shown in ms: a tick is precise enough
+  const int root = rooted ? a.root : -1;
+  const int peer = a.kind == OpKind::kSendRecv ? a.root : -1;
+  // Odd first. The words are release stores: a reader that sees one of them
+  // then sees the odd (or a later) version and retries.
+  const uint64_t v = version_.load(std::memory_order_relaxed);  // one writer at a time
+  version_.store(v + 1, std::memory_order_relaxed);
+  constexpr auto kRel = std::memory_order_release;
+  to.seq.store(seq, kRel);
+  to.count.store(a.count, kRel);
+  to.kind_type_op.store(static_cast<uint64_t>(a.kind) | static_cast<uint64_t>(a.type) << 8 |
+                            static_cast<uint64_t>(a.op) << 16,
+                        kRel);
+  to.root_peer.store(static_cast<uint32_t>(root) |
+                         static_cast<uint64_t>(static_cast<uint32_t>(peer)) << 32,
+                     kRel);
+  to.at_ns.store(static_cast<uint64_t>(at.time_since_epoch().count()), kRel);
+  version_.store(v + 2, std::memory_order_release);
+}
+
+OpTracker::Record OpTracker::Unpack(const Packed& from) {
+  // Acquire loads: the version check after them cannot move above them.
+  Record r;
+  r.seq = from.seq.load(std::memory_order_acquire);
+  r.count = from.count.load(std::memory_order_acquire);
+  const uint64_t kto = from.kind_type_op.load(std::memory_order_acquire);
+  r.kind = static_cast<OpKind>(kto & 0xff);
+  r.type = static_cast<DataType>((kto >> 8) & 0xff);
+  r.op = static_cast<RedOp>((kto >> 16) & 0xff);
+  const uint64_t rp = from.root_peer.load(std::memory_order_acquire);
+  r.root = static_cast<int32_t>(static_cast<uint32_t>(rp));
+  r.peer = static_cast<int32_t>(static_cast<uint32_t>(rp >> 32));
+  r.at = std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(
+      static_cast<std::chrono::steady_clock::rep>(from.at_ns.load(std::memory_order_acquire))));
   return r;
 }
 
-uint64_t OpTracker::Started(const CollArgs& args) {
-  std::lock_guard<std::mutex> lock(mu_);
-  uint64_t seq = next_seq_++;
-  started_ = Make(seq, args);
+uint64_t OpTracker::Started(const CollArgs& args, std::chrono::steady_clock::time_point now) {
+  const uint64_t seq = next_seq_++;
+  Publish(started_, seq, args, now);
   return seq;
 }
 
+uint64_t OpTracker::Started(const CollArgs& args) {
+  return Started(args, CoarseNow());  // ages are shown in ms: a tick is precise enough
+}
+
 void OpTracker::Completed(uint64_t seq, const CollArgs& args) {
-  std::lock_guard<std::mutex> lock(mu_);
-  completed_ = Make(seq, args);
+  Publish(completed_, seq, args, CoarseNow());
 }
 
 void OpTracker::Snapshot(Record* started, Record* completed) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  *started = started_;
-  *completed = completed_;
+  for (;;) {
+    const uint64_t v = version_.load(std::memory_order_acquire);
+    if ((v & 1) == 0) {
+      *started = Unpack(started_);
+      *completed = Unpack(completed_);
+      if (version_.load(std::memory_order_relaxed) == v) return;
+    }
+    std::this_thread::yield();  // a write is under way: it takes nanoseconds
+  }
 }
 
 namespace {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -13,9 +14,10 @@
 
 namespace loom {
 
-// Progress of one communicator. Updated by whichever thread executes its
-// operations; read by the status thread. The mutex is held only to copy a
-// record, never while an operation blocks.
+// Progress of one communicator. Written by whichever thread executes its
+// operations (one at a time), read by the status thread. A sequence lock:
+// the writer never waits (a mutex here cost two lock pairs per operation),
+// a reader retries the rare copy that overlapped a write.
 class OpTracker {
  public:
   struct Record {
@@ -29,16 +31,24 @@ class OpTracker {
     std::chrono::steady_clock::time_point at{};
   };
 
-  // Returns the sequence number given to this operation.
+  // Returns the sequence number given to this operation; `now` is when it
+  // started (the tick-resolution clock, CoarseNow).
+  uint64_t Started(const CollArgs& args, std::chrono::steady_clock::time_point now);
   uint64_t Started(const CollArgs& args);
   void Completed(uint64_t seq, const CollArgs& args);
   void Snapshot(Record* started, Record* completed) const;
 
  private:
-  static Record Make(uint64_t seq, const CollArgs& args);
-  mutable std::mutex mu_;
-  uint64_t next_seq_ = 1;
-  Record started_, completed_;
+  // A record as words that the writer and a reader may touch at once.
+  struct Packed {
+    std::atomic<uint64_t> seq{0}, count{0}, kind_type_op{0}, root_peer{0}, at_ns{0};
+  };
+  void Publish(Packed& to, uint64_t seq, const CollArgs& args,
+               std::chrono::steady_clock::time_point at);
+  static Record Unpack(const Packed& from);
+  uint64_t next_seq_ = 1;  // writer only
+  std::atomic<uint64_t> version_{0};  // odd while a record is being written
+  Packed started_, completed_;
 };
 
 // What the status thread reports about one communicator.
