@@ -286,12 +286,13 @@ std::span<const Algo> CandidateAlgos(OpKind kind) {
 
 CostModel::CostModel() : hier_unavailable_("one rank") {}
 
-CostModel::CostModel(const topology::JobTopology& job)
+CostModel::CostModel(const topology::JobTopology& job, double reduce_gbs)
     : n_(job.nranks),
       hosts_(job.hosts()),
       per_host_(job.ranks_per_host()),
       intra_(job.intra),
-      inter_(job.inter) {
+      inter_(job.inter),
+      reduce_gbs_(reduce_gbs) {
   const int n = n_;
   // Ring in rank order: every rank sends to the next at every step.
   std::vector<std::pair<int, int>> sends;
@@ -311,6 +312,7 @@ CostModel::CostModel(const topology::JobTopology& job)
     rounds = std::max(rounds, plans[r].partners.size());
   }
   if (!fold.empty()) rd_rounds_.push_back(RoundLink(job, fold));
+  rd_reducing_rounds_ = rounds + (fold.empty() ? 0 : 1);
   for (size_t k = 0; k < rounds; ++k) {
     sends.clear();
     for (int r = 0; r < n; ++r) {
@@ -353,22 +355,28 @@ double CostModel::PredictUs(OpKind kind, Algo algo, size_t bytes) const {
     for (const LinkModel& l : rounds) t += StepUs(l, s);
     return t;
   };
+  // Reducing what arrives is work on this rank that the links do not show.
+  // That is what tells recursive doubling (every round reduces the whole
+  // buffer) from the ring (each step a block) once latency stops mattering.
+  auto reduce_us = [&](double bytes) { return reduce_gbs_ > 0 ? bytes / (reduce_gbs_ * 1e3) : 0.0; };
   switch (kind) {
     case OpKind::kAllReduce:
       switch (algo) {
         case Algo::kRing:
-          return 2.0 * (n - 1) * StepUs(ring_, s / n);
+          return 2.0 * (n - 1) * StepUs(ring_, s / n) + reduce_us((n - 1) * s / n);
         case Algo::kRecursiveDoubling:
-          return sum_rounds(rd_rounds_);
+          return sum_rounds(rd_rounds_) + reduce_us(static_cast<double>(rd_reducing_rounds_) * s);
         case Algo::kTree:
-          return 2.0 * sum_rounds(tree_levels_);
+          return 2.0 * sum_rounds(tree_levels_) +
+                 reduce_us(static_cast<double>(tree_levels_.size()) * s);
         // Three synchronisations, then reads of (n-1)/n of the buffer twice;
         // the first reads land in a scratch block that is then reduced, a
         // second pass over the same bytes. On the development VM this was
         // slower than Ring at every size with 2 ranks (docs/PERFORMANCE.md).
         case Algo::kDirect:
           return 3.0 * a + kPeerReadSetupUs +
-                 (n - 1.0) / n * (2.0 * r_us + s / (ring_.bandwidth_gbs * 1e3));
+                 (n - 1.0) / n * (2.0 * r_us + s / (ring_.bandwidth_gbs * 1e3)) +
+                 reduce_us((n - 1.0) / n * s);
         case Algo::kHierarchical: {
           if (!hier_unavailable_.empty()) return kInf;
           // Ring reduce-scatter and all-gather of S/p blocks inside each
@@ -377,7 +385,8 @@ double CostModel::PredictUs(OpKind kind, Algo algo, size_t bytes) const {
           const int p = per_host_, h = hosts_;
           const LinkModel shared{std::max(inter_.latency_us, intra_.latency_us),
                                  std::min(intra_.bandwidth_gbs, inter_.bandwidth_gbs / p), 0.0};
-          return 2.0 * (p - 1) * StepUs(intra_, s / p) + 2.0 * (h - 1) * StepUs(shared, s / p / h);
+          return 2.0 * (p - 1) * StepUs(intra_, s / p) + 2.0 * (h - 1) * StepUs(shared, s / p / h) +
+                 reduce_us((p - 1.0) / p * s + (h - 1.0) / h * s / p);
         }
         default:
           return kInf;

@@ -68,7 +68,10 @@ class TuneTable {
 class CostModel {
  public:
   CostModel();  // a job of one rank: every prediction is free
-  explicit CostModel(const topology::JobTopology& job);
+  // `reduce_gbs`: how fast this rank reduces what arrives (two inputs, one
+  // output), when the reductions run on the CPU; 0 leaves that work out
+  // (reductions as fast as the links, e.g. on GPUs).
+  explicit CostModel(const topology::JobTopology& job, double reduce_gbs = 0.0);
 
   // Predicted time of `algo` for `bytes` (see TuneTable for what bytes
   // counts); +infinity when the algorithm cannot run in this job (Direct
@@ -87,6 +90,8 @@ class CostModel {
   LinkModel intra_, inter_;
   LinkModel ring_;                      // the slowest hop of the rank-order ring
   std::vector<LinkModel> rd_rounds_;    // recursive doubling, fold rounds included
+  size_t rd_reducing_rounds_ = 0;       // of them, those that reduce (not the fold-out)
+  double reduce_gbs_ = 0.0;             // 0: reductions not modelled
   std::vector<LinkModel> tree_levels_;  // binomial tree rooted at 0, one per level
   std::string hier_unavailable_;
 };

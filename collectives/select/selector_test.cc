@@ -119,6 +119,32 @@ TEST(SelectAlgo, SmallMessagesTakeFewStepsLargeOnesTakeBandwidth) {
   EXPECT_EQ(SelectAlgo(OpKind::kBroadcast, 8, tcp, none, no_tune).algo, Algo::kTree);
 }
 
+// With reductions on the CPU (CostModel's reduce_gbs), recursive doubling
+// pays for reducing the whole buffer every round: 2 ranks keep it while
+// latency matters and take the ring (a block reduced per step) beyond.
+TEST(SelectAlgo, CpuReductionsSendLargeAllReducesToTheRing) {
+  AlgoFilter none;
+  TuneTable no_tune;
+  for (const LinkModel& link : {kShm, kTcp}) {
+    const CostModel free_reduce = OneHost(2, link);
+    const CostModel cpu(JobTopology::Uniform(1, 2, link, link), 20.0);
+    EXPECT_EQ(SelectAlgo(OpKind::kAllReduce, 8, cpu, none, no_tune).algo,
+              Algo::kRecursiveDoubling);
+    EXPECT_EQ(SelectAlgo(OpKind::kAllReduce, 2u << 20, cpu, none, no_tune).algo, Algo::kRing)
+        << DescribeEstimates(OpKind::kAllReduce, 2u << 20, cpu);
+    // Without the reduction term the one step fewer wins at every size.
+    EXPECT_EQ(SelectAlgo(OpKind::kAllReduce, 2u << 20, free_reduce, none, no_tune).algo,
+              Algo::kRecursiveDoubling);
+    // Recursive doubling reduces all 2 MiB (105 us at 20 GB/s), the ring half.
+    EXPECT_NEAR(cpu.PredictUs(OpKind::kAllReduce, Algo::kRecursiveDoubling, 2u << 20) -
+                    free_reduce.PredictUs(OpKind::kAllReduce, Algo::kRecursiveDoubling, 2u << 20),
+                104.9, 0.1);
+    EXPECT_NEAR(cpu.PredictUs(OpKind::kAllReduce, Algo::kRing, 2u << 20) -
+                    free_reduce.PredictUs(OpKind::kAllReduce, Algo::kRing, 2u << 20),
+                52.4, 0.1);
+  }
+}
+
 TEST(SelectAlgo, DirectOnlyWhenPeerReadsWorkAndMessagesAreLarge) {
   AlgoFilter none;
   TuneTable no_tune;
