@@ -180,17 +180,8 @@ Status Engine::RunUntilDone(std::span<Transfer> transfers, Deadline deadline) {
       }
     }
     if (all_idle) return Status::Ok();
-    if (options_.abort != nullptr && options_.abort->load(std::memory_order_relaxed)) {
-      return options_.abort_status ? options_.abort_status() : RemoteError("communicator aborted");
-    }
-    if (moved) {
-      spin.Reset();
-      continue;
-    }
-    if (!spin.Over()) {
-      Relax();
-      continue;
-    }
+    LOOM_TRY(AbortStatus());
+    if (PollAgain(moved, spin)) continue;
     if (deadline.expired()) {
       std::string who;
       for (Connection* c : active) {
@@ -202,6 +193,23 @@ Status Engine::RunUntilDone(std::span<Transfer> transfers, Deadline deadline) {
     LOOM_TRY(Sleep(active, deadline));
     spin.Reset();
   }
+}
+
+bool Engine::PollAgain(bool moved, SpinTimer& spin) const {
+  if (moved) {
+    spin.Reset();
+    return true;
+  }
+  if (spin.Over()) return false;
+  Relax();
+  return true;
+}
+
+Status Engine::AbortStatus() const {
+  if (options_.abort == nullptr || !options_.abort->load(std::memory_order_relaxed)) {
+    return Status::Ok();
+  }
+  return options_.abort_status ? options_.abort_status() : RemoteError("communicator aborted");
 }
 
 void Engine::Relax() const {
@@ -301,17 +309,8 @@ Status Engine::SmallWait(OpKind kind, size_t bytes, Deadline deadline) {
   for (;;) {
     LOOM_ASSIGN_OR_RETURN(bool moved, poll());
     if (missing == 0) return Status::Ok();
-    if (options_.abort != nullptr && options_.abort->load(std::memory_order_relaxed)) {
-      return options_.abort_status ? options_.abort_status() : RemoteError("communicator aborted");
-    }
-    if (moved) {
-      spin.Reset();
-      continue;
-    }
-    if (!spin.Over()) {
-      Relax();
-      continue;
-    }
+    LOOM_TRY(AbortStatus());
+    if (PollAgain(moved, spin)) continue;
     std::string who;
     int first_missing = -1;
     for (size_t p = 0; p < n; ++p) {

@@ -96,6 +96,10 @@ class Engine {
   class SpinTimer;
   Status Sleep(const std::vector<Connection*>& active, Deadline deadline);
   void Relax() const;  // between polls: a pause, or a yield when oversubscribed
+  // After a poll: whether to poll again now (it moved, or the spin is not
+  // over: then after a Relax); false once it is time to sleep.
+  bool PollAgain(bool moved, SpinTimer& spin) const;
+  Status AbortStatus() const;  // not OK once the communicator is aborted
   // Sleeps on this rank's doorbell for at most cap_us (and the deadline):
   // announces the nap, then runs `recheck` (true: something moved, no nap)
   // and `checks` (an error ends the wait) before the futex.
