@@ -325,12 +325,15 @@ Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
   const Deadline deadline = OpDeadline(now);
   // Send/Recv of one batch progress together; anything else runs in order.
   bool any_p2p = false;
+  bool first = true;
   for (const CollArgs& a : items) {
     if (a.kind == OpKind::kSendRecv) {
       any_p2p = true;
       continue;
     }
-    const uint64_t seq = tracker_.Started(a, now);
+    // The first operation starts now; a later one of a batch when it starts.
+    const uint64_t seq = tracker_.Started(a, first ? now : CoarseNow());
+    first = false;
     LOOM_TRY(RunOne(a, deadline));
     tracker_.Completed(seq, a);
   }
