@@ -4,10 +4,9 @@
 // LOOM_STATUS_PORT + local rank by one thread per process.
 #pragma once
 
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include "collectives/algos/algorithms.h"
