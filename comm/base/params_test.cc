@@ -102,7 +102,7 @@ TEST_F(ParamsTest, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(params::kSocketNthreads.Get(), 1);
   EXPECT_EQ(params::kNsocksPerthread.Get(), 1);
   EXPECT_FALSE(params::kShmDisable.Get());
-  EXPECT_EQ(params::kBuffsize.Get(), 4194304);
+  EXPECT_EQ(params::kBuffsize.Get(), 1048576);
   EXPECT_EQ(params::kAlgo.Get(), "");
   EXPECT_EQ(params::kSpinUs.Get(), 50);
   EXPECT_EQ(params::kDebugSubsys.Get(), "INIT,BOOTSTRAP,ENV");
