@@ -453,6 +453,49 @@ TEST_F(ReduceIntoTest, SignedZeroAndNanRules) {
   EXPECT_EQ(hout, 0x7C00u);
 }
 
+// The narrow types' vector conversions (body) against the scalar ones
+// (tails, and the portable level) on every 16-bit pattern: each pattern as
+// `a` against a spread of `b` values for every op, and ScaleForAvg, whose
+// division keeps NaN payloads (fp16's narrowing sees them; a bf16 NaN
+// widens with 16 zero low bits, which round away exactly).
+TEST_F(ReduceIntoTest, NarrowTypesAgreeAcrossLevelsOnEveryPattern) {
+  constexpr size_t kPatterns = 65536;
+  std::vector<uint16_t> a(kPatterns), b(kPatterns);
+  for (size_t i = 0; i < kPatterns; ++i) {
+    a[i] = static_cast<uint16_t>(i);
+    b[i] = static_cast<uint16_t>(i * 40503u + 0x3C00u);  // odd multiplier: a permutation
+  }
+  for (DataType type : {DataType::kFloat16, DataType::kBfloat16}) {
+    std::vector<uint16_t> want(kPatterns), got(kPatterns);
+    for (RedOp op : kAllOps) {
+      ASSERT_TRUE(ForceReduceIsa(ReduceIsa::kPortable));
+      ReduceInto(want.data(), a.data(), b.data(), kPatterns, type, op);
+      for (ReduceIsa isa : kAllIsas) {
+        if (!ForceReduceIsa(isa)) continue;
+        ReduceInto(got.data(), a.data(), b.data(), kPatterns, type, op);
+        for (size_t i = 0; i < kPatterns; ++i) {
+          ASSERT_EQ(got[i], want[i])
+              << Label(type, op, isa, kPatterns) << " a=" << std::hex << a[i] << " b=" << b[i];
+        }
+      }
+    }
+    for (int nranks : {3, 8}) {
+      ASSERT_TRUE(ForceReduceIsa(ReduceIsa::kPortable));
+      want = a;
+      ScaleForAvg(want.data(), kPatterns, type, nranks);
+      for (ReduceIsa isa : kAllIsas) {
+        if (!ForceReduceIsa(isa)) continue;
+        got = a;
+        ScaleForAvg(got.data(), kPatterns, type, nranks);
+        for (size_t i = 0; i < kPatterns; ++i) {
+          ASSERT_EQ(got[i], want[i]) << Name(type) << " avg/" << nranks << " isa "
+                                     << static_cast<int>(isa) << " x=" << std::hex << a[i];
+        }
+      }
+    }
+  }
+}
+
 TEST_F(ReduceIntoTest, IntegerSumWraps) {
   const int32_t a = INT32_MAX, b = 1;
   int32_t out = 0;
