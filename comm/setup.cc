@@ -502,6 +502,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
       all_shm = link.ok() && link->kind == TransportKind::kShm;
     }
   }
+  eo.all_shm = all_shm;
   if (all_shm && params::kShmSmall.Get()) eo.small_slots = impl->shm_->small_slots();
   eo.abort = &impl->abort_;
   eo.abort_status = [raw] {

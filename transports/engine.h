@@ -59,6 +59,9 @@ class Engine {
     // This rank's two small-collective slots (in its mailbox), when every
     // peer is a shared-memory peer on this host; else null.
     SmallSlot* small_slots = nullptr;
+    // Every pair of ranks talks through shared memory (one host); every rank
+    // computes the same value, so algorithms may shape messages by it.
+    bool all_shm = false;
   };
 
   // connections[p] is the connection to rank p (null for this rank).
@@ -83,6 +86,7 @@ class Engine {
   // and every peer's mailbox mapped): one cache line per rank and op instead
   // of a message per peer.
   bool small_collectives() const { return small_ok_; }
+  bool all_shm() const { return options_.all_shm; }
   // Publishes this rank's part of the next small collective (`bytes` of
   // `mine`, or only the size when `mine` is null) and waits until every
   // rank has published its own. Returns every rank's data in rank order,
