@@ -55,16 +55,20 @@ for ((r = 1; r <= REPEAT; r++)); do
     "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" -- "$LOOM" perf "$(loom_op "$op")" -b "$MINB" -e "$MAXB" \
       -f "$FACTOR" -w 5 -n 20 --fixed-buffers "${LOOM_REG[@]}" > "$OUT/loom.$op.r$r.txt" 2>&1
     if [[ $op == allreduce && $MINB -le 8 ]]; then
-      # The latency row: 8 B with 1000 warm-up and 10000 timed iterations.
+      # The latency row: 8 B with 10000 warm-up and 10000 timed iterations.
       # The sweep's 20 iterations of its first size also time one-off costs
-      # (they made both sides look 4x slower at 8 B than at 64 B).
-      "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/mpi_coll_perf" -b 8 -e 8 -w 1000 -n 10000 -B 0 \
+      # (they made both sides look 4x slower at 8 B than at 64 B), and with
+      # fewer warm-up than timed iterations loom's non-blocking calls, all in
+      # flight at once, first-touch fresh heap for the extra operations'
+      # completion states (1000 warm-up: 1.5 us out of place, 0.75 in place,
+      # which reuses them; 10000: 0.74 and 0.76).
+      "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/mpi_coll_perf" -b 8 -e 8 -w 10000 -n 10000 -B 0 \
         -o allreduce > "$OUT/mpi.allreduce_lat.r$r.txt" 2>&1
       "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" -- "$LOOM" perf all_reduce -b 8 -e 8 \
-        -w 1000 -n 10000 --fixed-buffers > "$OUT/loom.allreduce_lat.r$r.txt" 2>&1
+        -w 10000 -n 10000 --fixed-buffers > "$OUT/loom.allreduce_lat.r$r.txt" 2>&1
       # And as the anchor calls it: blocking calls back to back.
       "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" -- "$LOOM" perf all_reduce -b 8 -e 8 \
-        -w 1000 -n 10000 --fixed-buffers --back-to-back 1 > "$OUT/loom.allreduce_lat_b2b.r$r.txt" 2>&1
+        -w 10000 -n 10000 --fixed-buffers --back-to-back 1 > "$OUT/loom.allreduce_lat_b2b.r$r.txt" 2>&1
     fi
     if [[ $GLOO == 1 && $op == allreduce ]]; then
       # Every Gloo all-reduce algorithm: the report takes the best per size.
