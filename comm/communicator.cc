@@ -617,6 +617,14 @@ Status Communicator::AsyncError() const { return impl_->AsyncError(); }
 int Communicator::rank() const { return impl_->rank; }
 int Communicator::size() const { return impl_->size; }
 const std::string& Communicator::host() const { return impl_->host; }
+Result<int> Communicator::cuda_device() const {
+  if (impl_->cuda_device < 0) {
+    return InvalidUsage("rank " + std::to_string(impl_->rank) +
+                        " has no CUDA device (this process sees no GPU, or loom was built without "
+                        "CUDA): it works on host buffers only");
+  }
+  return impl_->cuda_device;
+}
 
 namespace {
 CollArgs Args(OpKind kind, const void* s, void* r, size_t count, DataType t, RedOp op = RedOp::kSum,

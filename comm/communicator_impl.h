@@ -93,6 +93,7 @@ class Communicator::Impl {
   int rank = 0;
   int size = 1;
   std::string host;
+  int cuda_device = -1;  // current at creation; -1 without device ops
   CommConfig config;
   std::chrono::milliseconds timeout{0};
 

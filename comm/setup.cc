@@ -251,6 +251,10 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   mine.pid = getpid();
   mine.read_probe = reinterpret_cast<uint64_t>(&kReadProbe);
   mine.gpu = DeviceIpc::LocalRecord(impl->device_.ops());
+  if (cuda::DeviceOps* ops = impl->device_.ops()) {
+    Result<int> device = ops->CurrentDevice();
+    if (device.ok()) impl->cuda_device = device.value();
+  }
   Status no_interface;
   std::string ifname;
   std::optional<NetInterface> socket_if;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "comm/base/log.h"
+#include "comm/device_path.h"
 #include "comm/launch_env.h"
 #include "comm/unique_id.h"
 #include "loom/loom.hpp"
@@ -80,6 +81,14 @@ struct ncclComm {
   std::optional<InitRequest> pending;
   // Why the deferred creation failed; reported by every later call.
   loom::Status init_error;
+  // ncclCommRegister's handles, each the address of its entry; freed by
+  // ncclCommDeregister or with the handle. Any thread may (de)register.
+  struct Registration {
+    const void* buff;
+    size_t size;
+  };
+  std::mutex registrations_mu;
+  std::vector<std::unique_ptr<Registration>> registrations;
 };
 
 namespace {
@@ -591,6 +600,95 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
   });
 }
 
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  return Api("ncclCommCuDevice", [&]() -> loom::Status {
+    if (device == nullptr) return loom::InvalidArgument("device is NULL");
+    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
+    LOOM_ASSIGN_OR_RETURN(*device, c->cuda_device());
+    return loom::Status::Ok();
+  });
+}
+
+// Registration tells NCCL a buffer will be reused so it may map it once.
+// loom's data paths do not use it yet: every buffer, registered or not, is
+// handled per operation (what NCCL does when no transport can use a
+// registration), so these calls check their arguments and keep the handles.
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  return Api("ncclCommRegister", [&]() -> loom::Status {
+    if (handle == nullptr) return loom::InvalidArgument("handle is NULL");
+    LOOM_TRY(Usable(comm).status());
+    if (buff == nullptr) return loom::InvalidArgument("buff is NULL");
+    if (size == 0) return loom::InvalidArgument("size is 0");
+    if (reinterpret_cast<uintptr_t>(buff) > UINTPTR_MAX - size) {
+      return loom::InvalidArgument(
+          Printf("buff %p + size %zu wraps around the address space", buff, size));
+    }
+    auto reg = std::make_unique<ncclComm::Registration>(ncclComm::Registration{buff, size});
+    std::lock_guard<std::mutex> lock(comm->registrations_mu);
+    comm->registrations.push_back(std::move(reg));
+    *handle = comm->registrations.back().get();
+    return loom::Status::Ok();
+  });
+}
+
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
+  return Api("ncclCommDeregister", [&]() -> loom::Status {
+    LOOM_TRY(Usable(comm).status());
+    std::lock_guard<std::mutex> lock(comm->registrations_mu);
+    auto& regs = comm->registrations;
+    auto it =
+        std::find_if(regs.begin(), regs.end(), [&](const auto& r) { return r.get() == handle; });
+    if (it == regs.end()) {
+      return loom::InvalidArgument(
+          Printf("handle %p was not registered with this communicator (or was deregistered "
+                 "already)",
+                 handle));
+    }
+    regs.erase(it);
+    return loom::Status::Ok();
+  });
+}
+
+// Device memory on the current device, as cudaMalloc gives it (NCCL uses
+// cuMem allocations so that NVLink SHARP can map them; loom maps device
+// buffers through CUDA IPC, which takes cudaMalloc memory).
+ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
+  return Api("ncclMemAlloc", [&]() -> loom::Status {
+    if (ptr == nullptr) return loom::InvalidArgument("ptr is NULL");
+    loom::cuda::DeviceOps* ops = loom::DefaultDeviceOps();
+    if (ops == nullptr) {
+      return loom::Status(loom::Code::kUnhandledCudaError,
+                          "no CUDA device in this process (or loom was built without CUDA): "
+                          "ncclMemAlloc gives device memory; use malloc or loom::AllocShared "
+                          "for host buffers");
+    }
+    if (size == 0) {  // as cudaMalloc
+      *ptr = nullptr;
+      return loom::Status::Ok();
+    }
+    LOOM_ASSIGN_OR_RETURN(*ptr, ops->AllocScratch(size));
+    return loom::Status::Ok();
+  });
+}
+
+ncclResult_t ncclMemFree(void* ptr) {
+  return Api("ncclMemFree", [&]() -> loom::Status {
+    if (ptr == nullptr) return loom::Status::Ok();
+    loom::cuda::DeviceOps* ops = loom::DefaultDeviceOps();
+    if (ops == nullptr) {
+      return loom::InvalidArgument(
+          Printf("ptr %p was not given by ncclMemAlloc: this process has no CUDA device", ptr));
+    }
+    LOOM_ASSIGN_OR_RETURN(loom::cuda::BufferPlace place, ops->Classify(ptr));
+    if (place.space != loom::cuda::MemSpace::kDevice) {
+      return loom::InvalidArgument(
+          Printf("ptr %p is %s memory, so ncclMemAlloc did not give it", ptr, place.kind));
+    }
+    ops->FreeScratch(ptr);
+    return loom::Status::Ok();
+  });
+}
+
 // With device buffers a call returns once enqueued on `stream` and completes
 // in stream order (device_path.h); with host buffers the stream is unused and
 // the call completes (or, in a group, is collected) before it returns.
@@ -632,19 +730,31 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
   });
 }
 
+namespace {
+loom::Status Broadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                       int root, ncclComm_t comm, cudaStream_t stream) {
+  LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
+  LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
+  LOOM_TRY(CheckRank("root", root, c->size()));
+  if (c->rank() == root) {
+    LOOM_TRY(CheckBuffer("sendbuff (on root)", sendbuff, count));
+  }
+  LOOM_TRY(CheckBuffer("recvbuff", recvbuff, count));
+  return c->Broadcast(sendbuff, recvbuff, count, type, root, stream);
+}
+}  // namespace
+
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t stream) {
-  return Api("ncclBroadcast", [&]() -> loom::Status {
-    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
-    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
-    LOOM_TRY(CheckRank("root", root, c->size()));
-    if (c->rank() == root) {
-      LOOM_TRY(CheckBuffer("sendbuff (on root)", sendbuff, count));
-    }
-    LOOM_TRY(CheckBuffer("recvbuff", recvbuff, count));
-    return c->Broadcast(sendbuff, recvbuff, count, type, root, stream);
-  });
+  return Api("ncclBroadcast",
+             [&] { return Broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream); });
+}
+
+ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                       cudaStream_t stream) {
+  return Api("ncclBcast",
+             [&] { return Broadcast(buff, buff, count, datatype, root, comm, stream); });
 }
 
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/device_path.h"
 #include "comm/launch_env.h"
 #include "comm/unique_id.h"
 #include "loom/loom.hpp"
@@ -177,6 +178,92 @@ TEST_F(NcclShim, InitAllAndOneThreadDrivingAGroup) {
   }
   // One thread destroys every rank, as NCCL programs do.
   for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
+TEST_F(NcclShim, BcastOnRegisteredBuffersAndTheRegistrationHandles) {
+  constexpr int kRanks = 3;
+  ncclComm_t comms[kRanks];
+  ASSERT_EQ(ncclCommInitAll(comms, kRanks, nullptr), ncclSuccess) << LastError();
+  std::vector<std::vector<int32_t>> bufs(kRanks, std::vector<int32_t>(1031));
+  std::vector<void*> handles(kRanks, nullptr);
+  for (int r = 0; r < kRanks; ++r) {
+    for (size_t i = 0; i < bufs[r].size(); ++i) bufs[r][i] = r * 100000 + static_cast<int32_t>(i);
+    ASSERT_EQ(ncclCommRegister(comms[r], bufs[r].data(), bufs[r].size() * 4, &handles[r]),
+              ncclSuccess)
+        << LastError();
+    ASSERT_NE(handles[r], nullptr);
+  }
+  // The legacy in-place broadcast, from rank 1, one thread driving all ranks.
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(ncclBcast(bufs[r].data(), bufs[r].size(), ncclInt32, 1, comms[r], nullptr),
+              ncclSuccess)
+        << LastError();
+  }
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << LastError();
+  for (int r = 0; r < kRanks; ++r) {
+    for (size_t i = 0; i < bufs[r].size(); ++i) {
+      ASSERT_EQ(bufs[r][i], 100000 + static_cast<int32_t>(i)) << "rank " << r << " at " << i;
+    }
+  }
+  EXPECT_EQ(ncclBcast(bufs[0].data(), 1, ncclInt32, kRanks, comms[0], nullptr),
+            ncclInvalidArgument);
+  EXPECT_NE(LastError().find("ncclBcast: InvalidArgument: root 3"), std::string::npos)
+      << LastError();
+
+  // Registration arguments, and handles that belong to another communicator
+  // or were taken back already.
+  void* h = nullptr;
+  EXPECT_EQ(ncclCommRegister(comms[0], nullptr, 8, &h), ncclInvalidArgument);
+  EXPECT_NE(LastError().find("buff is NULL"), std::string::npos) << LastError();
+  EXPECT_EQ(ncclCommRegister(comms[0], bufs[0].data(), 0, &h), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommRegister(comms[0], bufs[0].data(), 8, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommRegister(nullptr, bufs[0].data(), 8, &h), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommRegister(comms[0], reinterpret_cast<void*>(UINTPTR_MAX - 3), 8, &h),
+            ncclInvalidArgument);
+  EXPECT_EQ(h, nullptr);
+  EXPECT_EQ(ncclCommDeregister(comms[0], handles[1]), ncclInvalidArgument);
+  EXPECT_NE(LastError().find("was not registered with this communicator"), std::string::npos)
+      << LastError();
+  EXPECT_EQ(ncclCommDeregister(comms[0], handles[0]), ncclSuccess) << LastError();
+  EXPECT_EQ(ncclCommDeregister(comms[0], handles[0]), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommDeregister(comms[1], handles[1]), ncclSuccess) << LastError();
+  // Rank 2 keeps its registration: destroying the communicator frees it.
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
+// Without a GPU (this machine) these fail, naming why; on a GPU machine they
+// give the device and device memory.
+TEST_F(NcclShim, CudaDeviceAndDeviceMemory) {
+  const bool gpu = loom::DefaultDeviceOps() != nullptr;
+  ncclComm_t comm;
+  ASSERT_EQ(ncclCommInitAll(&comm, 1, nullptr), ncclSuccess) << LastError();
+  int device = -7;
+  EXPECT_EQ(ncclCommCuDevice(comm, nullptr), ncclInvalidArgument);
+  if (gpu) {
+    EXPECT_EQ(ncclCommCuDevice(comm, &device), ncclSuccess) << LastError();
+    EXPECT_GE(device, 0);
+  } else {
+    EXPECT_EQ(ncclCommCuDevice(comm, &device), ncclInvalidUsage);
+    EXPECT_NE(LastError().find("has no CUDA device"), std::string::npos) << LastError();
+    EXPECT_EQ(device, -7);
+  }
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+
+  void* p = reinterpret_cast<void*>(1);
+  EXPECT_EQ(ncclMemAlloc(nullptr, 64), ncclInvalidArgument);
+  if (gpu) {
+    ASSERT_EQ(ncclMemAlloc(&p, 1 << 20), ncclSuccess) << LastError();
+    EXPECT_NE(p, nullptr);
+    EXPECT_EQ(ncclMemFree(p), ncclSuccess) << LastError();
+  } else {
+    EXPECT_EQ(ncclMemAlloc(&p, 1 << 20), ncclUnhandledCudaError);
+    EXPECT_NE(LastError().find("no CUDA device"), std::string::npos) << LastError();
+    EXPECT_EQ(p, reinterpret_cast<void*>(1));
+  }
+  int on_host = 0;
+  EXPECT_EQ(ncclMemFree(&on_host), ncclInvalidArgument);
+  EXPECT_EQ(ncclMemFree(nullptr), ncclSuccess);
 }
 
 TEST_F(NcclShim, AbortFreesEveryRankAtOnce) {

@@ -121,6 +121,9 @@ class Communicator {
   int rank() const;
   int size() const;
   const std::string& host() const;
+  // The CUDA device that was current when this communicator was created
+  // (NCCL's ncclCommCuDevice); kInvalidUsage in a process without a GPU.
+  Result<int> cuda_device() const;
 
   // --- non-blocking forms: issue and return a Work ---
   Work AllReduceAsync(const void* sendbuf, void* recvbuf, size_t count, DataType type, RedOp op);

@@ -194,6 +194,25 @@ const char* ncclGetLastError(ncclComm_t comm);
 
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count);
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank);
+/* The CUDA device current when comm was created; ncclInvalidUsage in a
+ * process without a GPU (host buffers only). */
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device);
+
+/* --- memory --- */
+
+/* Buffer registration, an optimisation hint in NCCL. loom accepts it and
+ * keeps the handle, but treats registered buffers like any other (as NCCL
+ * does where no transport can use a registration): nothing changes for the
+ * buffer, and it may be used unregistered as well. buff and size must be
+ * non-zero; the handle is valid until ncclCommDeregister or the end of comm. */
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle);
+/* ncclInvalidArgument for a handle that comm did not give, or gave and took back. */
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle);
+/* size bytes of device memory on the current CUDA device (cudaMalloc's
+ * memory; *ptr = NULL for size 0); ncclUnhandledCudaError without a GPU.
+ * Free it with ncclMemFree (NULL is accepted). */
+ncclResult_t ncclMemAlloc(void** ptr, size_t size);
+ncclResult_t ncclMemFree(void* ptr);
 
 /* --- collectives: same arguments and in-place rules as NCCL --- */
 
@@ -210,6 +229,9 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
 /* sendbuff is read on root only. */
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+/* The legacy in-place form: ncclBroadcast(buff, buff, ...). */
+ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                       cudaStream_t stream);
 /* recvbuff is written on root only (may be NULL elsewhere). */
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
