@@ -143,9 +143,9 @@ void CopyIfDistinct(void* dst, const void* src, size_t bytes) {
 // pieces of that size, each a whole ring all-reduce, all in one plan: a block
 // is then forwarded while it is still in this core's cache from its
 // reduction, instead of being read back from memory after the whole
-// reduce-scatter (64-256 MiB here: +30 % in place and +5 % out of place on 2
-// ranks, +20-40 % on 4; docs/PERFORMANCE.md). Over a network the link, not
-// memory, is the limit, and fewer, larger messages are cheaper.
+// reduce-scatter (2 ranks, 64-256 MiB here: +23-29 % in place, +5-6 % out
+// of place; docs/PERFORMANCE.md). Over a network the link, not memory, is
+// the limit, and fewer, larger messages are cheaper.
 constexpr size_t kShmRingPiece = size_t{2} << 20;
 
 Status RingAllReduce(Engine& e, int r, const CollArgs& a, Deadline deadline) {
