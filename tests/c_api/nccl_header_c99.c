@@ -45,6 +45,8 @@ static ncclResult_t uses_every_prototype(void) {
   cudaStream_t stream = NULL;
   int v = 0;
   float buf[4] = {0};
+  void* handle = NULL;
+  void* mem = NULL;
   ncclGetVersion(&v);
   ncclGetUniqueId(&id);
   ncclCommInitRank(&comm, 1, id, 0);
@@ -53,12 +55,18 @@ static ncclResult_t uses_every_prototype(void) {
   ncclCommSplit(comm, 0, 0, &sub, NULL);
   ncclCommCount(comm, &v);
   ncclCommUserRank(comm, &v);
+  ncclCommCuDevice(comm, &v);
   ncclCommGetAsyncError(comm, &async_error);
+  ncclCommRegister(comm, buf, sizeof buf, &handle);
+  ncclCommDeregister(comm, handle);
+  ncclMemAlloc(&mem, 64);
+  ncclMemFree(mem);
   ncclGroupStart();
   ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, comm, stream);
   ncclReduceScatter(buf, buf, 1, ncclFloat, ncclMax, comm, stream);
   ncclAllGather(buf, buf, 1, ncclFloat, comm, NULL);
   ncclBroadcast(buf, buf, 4, ncclFloat, 0, comm, stream);
+  ncclBcast(buf, 4, ncclFloat, 0, comm, stream);
   ncclReduce(buf, buf, 4, ncclFloat, ncclMin, 0, comm, stream);
   ncclSend(buf, 4, ncclFloat, 0, comm, stream);
   ncclRecv(buf, 4, ncclFloat, 0, comm, stream);
