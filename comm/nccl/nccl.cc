@@ -82,7 +82,7 @@ struct ncclComm {
   // Why the deferred creation failed; reported by every later call.
   loom::Status init_error;
   // ncclCommRegister's handles, each the address of its entry; freed by
-  // ncclCommDeregister or with the handle. Any thread may (de)register.
+  // ncclCommDeregister or with the communicator. Any thread may (de)register.
   struct Registration {
     const void* buff;
     size_t size;
@@ -627,6 +627,10 @@ ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, vo
     std::lock_guard<std::mutex> lock(comm->registrations_mu);
     comm->registrations.push_back(std::move(reg));
     *handle = comm->registrations.back().get();
+    LOOM_INFO(loom::log::kReg,
+              "comm %p: registered %p (%zu bytes) as %p; loom handles it like an "
+              "unregistered buffer",
+              static_cast<void*>(comm), buff, size, *handle);
     return loom::Status::Ok();
   });
 }
@@ -644,6 +648,8 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
                  "already)",
                  handle));
     }
+    LOOM_INFO(loom::log::kReg, "comm %p: deregistered %p (%p, %zu bytes)", static_cast<void*>(comm),
+              handle, (*it)->buff, (*it)->size);
     regs.erase(it);
     return loom::Status::Ok();
   });
