@@ -113,9 +113,10 @@ enum class Narrow { kHalf, kBf16 };
 // ---------------------------------------------------------------------------
 // Per-ISA loops. The same template bodies are stamped out once per target so
 // the compiler vectorises each for that ISA; only the fp16 and bf16
-// conversions need intrinsics (each ISA struct provides Widen/Narrow
-// HalfLanes and Bf16Lanes for kLanes elements). __restrict holds because the dispatcher below
-// routes the aliasing cases to Run2 (dst == one input) or Run1 (dst == a == b).
+// conversions need intrinsics (each ISA struct provides WidenHalfLanes,
+// NarrowHalfLanes, WidenBf16Lanes and NarrowBf16Lanes for kLanes elements).
+// __restrict holds because the dispatcher below routes the aliasing cases to
+// Run2 (dst == one input) or Run1 (dst == a == b).
 //
 // fp16/bf16 go through fp32 kLanes at a time in arrays that, with every
 // inner loop of a block unrolled, live in registers (not unrolled, the
