@@ -185,12 +185,12 @@ void Communicator::Impl::RunFront(std::unique_lock<std::mutex>& lock, size_t max
   executing_ = true;
   lock.unlock();
   for (Op& op : running_) {
-    const bool pinned = op.staged && DevicePath::UsesPinned(*op.staged);
-    if (pinned) staged_running_.store(true);
+    const bool device_op = op.staged != nullptr;
+    if (device_op) device_running_.store(true);
     Status s = AsyncError();
     if (s.ok() && op.staged) s = device_.AwaitReady(*op.staged, OpDeadline(), abort_);
     if (s.ok()) s = Execute(op.items());
-    if (pinned) staged_running_.store(false);
+    if (device_op) device_running_.store(false);
     if (!s.ok()) {
       Fail(s);  // records the error, then releases the streams
     } else if (op.staged) {
@@ -515,17 +515,19 @@ void Communicator::Impl::Abort(const Status& why) {
   if (engine_) engine_->Wake();
 }
 
-// While a staged operation executes, its host side still writes the pinned
-// memory that its streams copy back once released: releasing them then
-// would let a copy read memory being written. So the thread executing it
-// releases them as soon as the operation returns (Fail and Abort also set
-// abort_, which it sees at its next wait). release_requested_ is stored
-// before staged_running_ is read here, and staged_running_ cleared before
-// release_requested_ is read there (all sequentially consistent), so one
-// side always releases. Operations that only wait (CUDA IPC) never defer.
+// While an operation on device buffers executes, its streams must stay
+// held: a staged one still writes the pinned memory they copy back once
+// released (a copy would read memory being written), and one through CUDA
+// IPC has its peers' buffers mapped until it returns (a released owner may
+// free a buffer a peer still has open, which CUDA leaves undefined). So the
+// thread executing it releases them as soon as the operation returns (Fail
+// and Abort also set abort_, which it sees at its next wait).
+// release_requested_ is stored before device_running_ is read here, and
+// device_running_ cleared before release_requested_ is read there (all
+// sequentially consistent), so one side always releases.
 void Communicator::Impl::ReleaseStreams() {
   release_requested_.store(true);
-  if (!staged_running_.load()) device_.ReleaseAll();
+  if (!device_running_.load()) device_.ReleaseAll();
 }
 
 Status Communicator::Impl::AsyncError() const {

@@ -145,7 +145,7 @@ class Communicator::Impl {
   int split_count_ = 0;
 
   std::atomic<bool> abort_{false};
-  std::atomic<bool> staged_running_{false};     // RunFront executes a pinned-staged op
+  std::atomic<bool> device_running_{false};     // RunFront executes a device-buffer op
   std::atomic<bool> release_requested_{false};  // ReleaseStreams ran (sticky, as ReleaseAll)
   mutable std::mutex err_mu_;
   Status async_error_;

@@ -112,10 +112,7 @@ struct StagedOp {
   uint64_t seq = 0;
   std::vector<cuda::EventHandle> ready;
   cuda::DeviceOps* ops = nullptr;
-  bool pinned = false;  // some stream copies pinned regions back after the wait
 };
-
-bool DevicePath::UsesPinned(const StagedOp& op) { return op.pinned; }
 
 DevicePath::DevicePath() : ops_(DefaultDeviceOps()) {
   const int64_t chunk = params::kCudaStagingChunk.Get();
@@ -275,7 +272,6 @@ Status DevicePath::StageChunks(const CollArgs& a, cuda::StreamHandle stream, int
     c.op = std::make_shared<StagedOp>();
     c.op->seq = ++next_seq_;
     c.op->ops = ops_;
-    c.op->pinned = true;
     c.op->ready.push_back(c.block->ready);
     if (e.send > 0) {
       failed = copy_blocks(static_cast<char*>(const_cast<void*>(c.args.send)), len * es,
@@ -352,7 +348,6 @@ Status DevicePath::StageAndQueue(std::vector<CollArgs> items, const std::vector<
     }
     Block* b = block.value();
     taken.push_back(b);
-    op->pinned |= need > 0;
     char* base = static_cast<char*>(b->mem);
     // H2D copies to issue after the wait: (user buffer, pinned region, bytes).
     struct Back {

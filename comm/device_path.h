@@ -93,9 +93,6 @@ class DevicePath {
   Status AwaitReady(const StagedOp& op, Deadline deadline, const std::atomic<bool>& abort) const;
   // The host part of `op` succeeded: its streams copy the results back.
   void Complete(const StagedOp& op);
-  // Whether `op`'s streams copy pinned memory back once released (its host
-  // part writes that memory), as opposed to only waiting (CUDA IPC items).
-  static bool UsesPinned(const StagedOp& op);
   // Releases every current and future wait on this communicator. Idempotent.
   void ReleaseAll();
 
