@@ -1,5 +1,6 @@
 // The NCCL-compatible C ABI (loom/nccl.h) over loom's C++ API: argument
-// checks, the one Status -> ncclResult_t conversion, and groups.
+// checks, the one Status -> ncclResult_t conversion, communicators,
+// collectives and groups (the memory entry points are in memory.cc).
 //
 // Every entry point runs its body through Api(), which turns a non-OK Status
 // or any exception into an ncclResult_t, records the message for
@@ -25,10 +26,15 @@
 #include <vector>
 
 #include "comm/base/log.h"
-#include "comm/device_path.h"
 #include "comm/launch_env.h"
+#include "comm/nccl/shim.h"
 #include "comm/unique_id.h"
 #include "loom/loom.hpp"
+
+using loom::nccl_shim::Api;
+using loom::nccl_shim::InitRequest;
+using loom::nccl_shim::Printf;
+using loom::nccl_shim::Usable;
 
 namespace {
 
@@ -60,36 +66,21 @@ static_assert(static_cast<int>(loom::RedOp::kAvg) == ncclAvg);
 static_assert(sizeof(ncclUniqueId) == sizeof(loom::UniqueId{}.bytes));
 static_assert(loom::kSplitNoColor == NCCL_SPLIT_NOCOLOR);
 
-// What ncclCommInitRank inside a group leaves for ncclGroupEnd to do.
-struct InitRequest {
-  loom::UniqueId id;
-  int rank = 0;
-  int nranks = 0;
-  loom::CommConfig config;
-};
-
 }  // namespace
 
-// The object behind ncclComm_t. Owned by the caller from creation until
-// ncclCommDestroy/ncclCommAbort.
-struct ncclComm {
-  // Null while a creation deferred to ncclGroupEnd is pending, or after it failed.
-  std::unique_ptr<loom::Communicator> impl;
-  // What ncclCommSplit with a NULL config inherits.
-  loom::CommConfig config;
-  // Set by ncclCommInitRank inside a group, cleared by ncclGroupEnd.
-  std::optional<InitRequest> pending;
-  // Why the deferred creation failed; reported by every later call.
-  loom::Status init_error;
-  // ncclCommRegister's handles, each the address of its entry; freed by
-  // ncclCommDeregister or with the communicator. Any thread may (de)register.
-  struct Registration {
-    const void* buff;
-    size_t size;
-  };
-  std::mutex registrations_mu;
-  std::vector<std::unique_ptr<Registration>> registrations;
-};
+namespace loom::nccl_shim {
+
+std::string Printf(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  char buf[512];
+  int n = std::vsnprintf(buf, sizeof buf, fmt, args);
+  va_end(args);
+  if (n < 0) return fmt;
+  return std::string(buf, std::min(static_cast<size_t>(n), sizeof buf - 1));
+}
+
+}  // namespace loom::nccl_shim
 
 namespace {
 
@@ -100,17 +91,6 @@ struct ThreadState {
   std::vector<ncclComm*> deferred;  // handles ncclGroupEnd must create
 };
 thread_local ThreadState t_state;
-
-std::string Printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Printf(const char* fmt, ...) {
-  va_list args;
-  va_start(args, fmt);
-  char buf[512];
-  int n = std::vsnprintf(buf, sizeof buf, fmt, args);
-  va_end(args);
-  if (n < 0) return fmt;
-  return std::string(buf, std::min(static_cast<size_t>(n), sizeof buf - 1));
-}
 
 // The one conversion from loom's results to NCCL's. Codes share NCCL's
 // numbers; a timeout is reported as a remote error, as NCCL does for a peer
@@ -149,6 +129,10 @@ void RecordError(const char* func, const loom::Status& status) noexcept {
   }
 }
 
+}  // namespace
+
+namespace loom::nccl_shim {
+
 ncclResult_t Finish(const char* func, const loom::Status& status) noexcept {
   if (status.ok()) return ncclSuccess;
   RecordError(func, status);
@@ -156,18 +140,9 @@ ncclResult_t Finish(const char* func, const loom::Status& status) noexcept {
   return ToNcclResult(status);
 }
 
-// Runs one API call's body (returning loom::Status) so that no exception
-// crosses the C boundary.
-template <typename Body>
-ncclResult_t Api(const char* func, Body&& body) noexcept {
-  try {
-    return Finish(func, body());
-  } catch (const std::exception& e) {
-    return Finish(func, loom::InternalError(Printf("unexpected exception: %s", e.what())));
-  } catch (...) {
-    return Finish(func, loom::InternalError("unexpected exception of unknown type"));
-  }
-}
+}  // namespace loom::nccl_shim
+
+namespace {
 
 // --- argument conversion and checks ---
 
@@ -227,6 +202,10 @@ loom::Status CheckRank(const char* name, int value, int nranks) {
   return loom::Status::Ok();
 }
 
+}  // namespace
+
+namespace loom::nccl_shim {
+
 // The communicator behind a handle, if it can take operations now.
 loom::Result<loom::Communicator*> Usable(ncclComm_t comm) {
   if (comm == nullptr) return loom::InvalidArgument("comm is NULL");
@@ -237,6 +216,10 @@ loom::Result<loom::Communicator*> Usable(ncclComm_t comm) {
   if (comm->impl == nullptr) return comm->init_error.WithContext("communicator creation failed");
   return comm->impl.get();
 }
+
+}  // namespace loom::nccl_shim
+
+namespace {
 
 // Reads a caller's ncclConfig_t like NCCL does: `size` says how much of the
 // struct the caller's header had, `version` which fields were meaningful.
@@ -605,92 +588,6 @@ ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
     if (device == nullptr) return loom::InvalidArgument("device is NULL");
     LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
     LOOM_ASSIGN_OR_RETURN(*device, c->cuda_device());
-    return loom::Status::Ok();
-  });
-}
-
-// Registration tells NCCL a buffer will be reused so it may map it once.
-// loom's data paths do not use it yet: every buffer, registered or not, is
-// handled per operation (what NCCL does when no transport can use a
-// registration), so these calls check their arguments and keep the handles.
-ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
-  return Api("ncclCommRegister", [&]() -> loom::Status {
-    if (handle == nullptr) return loom::InvalidArgument("handle is NULL");
-    LOOM_TRY(Usable(comm).status());
-    if (buff == nullptr) return loom::InvalidArgument("buff is NULL");
-    if (size == 0) return loom::InvalidArgument("size is 0");
-    if (reinterpret_cast<uintptr_t>(buff) > UINTPTR_MAX - size) {
-      return loom::InvalidArgument(
-          Printf("buff %p + size %zu wraps around the address space", buff, size));
-    }
-    auto reg = std::make_unique<ncclComm::Registration>(ncclComm::Registration{buff, size});
-    std::lock_guard<std::mutex> lock(comm->registrations_mu);
-    comm->registrations.push_back(std::move(reg));
-    *handle = comm->registrations.back().get();
-    LOOM_INFO(loom::log::kReg,
-              "comm %p: registered %p (%zu bytes) as %p; loom handles it like an "
-              "unregistered buffer",
-              static_cast<void*>(comm), buff, size, *handle);
-    return loom::Status::Ok();
-  });
-}
-
-ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
-  return Api("ncclCommDeregister", [&]() -> loom::Status {
-    LOOM_TRY(Usable(comm).status());
-    std::lock_guard<std::mutex> lock(comm->registrations_mu);
-    auto& regs = comm->registrations;
-    auto it =
-        std::find_if(regs.begin(), regs.end(), [&](const auto& r) { return r.get() == handle; });
-    if (it == regs.end()) {
-      return loom::InvalidArgument(
-          Printf("handle %p was not registered with this communicator (or was deregistered "
-                 "already)",
-                 handle));
-    }
-    LOOM_INFO(loom::log::kReg, "comm %p: deregistered %p (%p, %zu bytes)", static_cast<void*>(comm),
-              handle, (*it)->buff, (*it)->size);
-    regs.erase(it);
-    return loom::Status::Ok();
-  });
-}
-
-// Device memory on the current device, as cudaMalloc gives it (NCCL uses
-// cuMem allocations so that NVLink SHARP can map them; loom maps device
-// buffers through CUDA IPC, which takes cudaMalloc memory).
-ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
-  return Api("ncclMemAlloc", [&]() -> loom::Status {
-    if (ptr == nullptr) return loom::InvalidArgument("ptr is NULL");
-    loom::cuda::DeviceOps* ops = loom::DefaultDeviceOps();
-    if (ops == nullptr) {
-      return loom::Status(loom::Code::kUnhandledCudaError,
-                          "no CUDA device in this process (or loom was built without CUDA): "
-                          "ncclMemAlloc gives device memory; use malloc or loom::AllocShared "
-                          "for host buffers");
-    }
-    if (size == 0) {  // as cudaMalloc
-      *ptr = nullptr;
-      return loom::Status::Ok();
-    }
-    LOOM_ASSIGN_OR_RETURN(*ptr, ops->AllocScratch(size));
-    return loom::Status::Ok();
-  });
-}
-
-ncclResult_t ncclMemFree(void* ptr) {
-  return Api("ncclMemFree", [&]() -> loom::Status {
-    if (ptr == nullptr) return loom::Status::Ok();
-    loom::cuda::DeviceOps* ops = loom::DefaultDeviceOps();
-    if (ops == nullptr) {
-      return loom::InvalidArgument(
-          Printf("ptr %p was not given by ncclMemAlloc: this process has no CUDA device", ptr));
-    }
-    LOOM_ASSIGN_OR_RETURN(loom::cuda::BufferPlace place, ops->Classify(ptr));
-    if (place.space != loom::cuda::MemSpace::kDevice) {
-      return loom::InvalidArgument(
-          Printf("ptr %p is %s memory, so ncclMemAlloc did not give it", ptr, place.kind));
-    }
-    ops->FreeScratch(ptr);
     return loom::Status::Ok();
   });
 }
