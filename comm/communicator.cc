@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "collectives/reduce/reduce.h"
 #include "comm/base/coarse_clock.h"
 #include "comm/base/log.h"
 #include "comm/base/params.h"
@@ -85,6 +86,26 @@ Status Communicator::Impl::Validate(const CollArgs& a) const {
   if (!IsValid(a.op)) {
     return InvalidArgument(std::string(what) + ": invalid reduction op " +
                            std::to_string(static_cast<int>(a.op)));
+  }
+  if (a.premul) {
+    if (a.kind != OpKind::kAllReduce && a.kind != OpKind::kReduceScatter &&
+        a.kind != OpKind::kReduce) {
+      return InvalidArgument(std::string(what) + " takes no reduction, so no PreMulSum");
+    }
+    if (a.op != RedOp::kSum) {
+      return InvalidArgument(std::string(what) + ": a PreMulSum reduces with sum, not " +
+                             std::string(Name(a.op)));
+    }
+    if (a.scalar.type != a.type) {
+      return InvalidArgument(std::string(what) + ": the PreMulSum scalar is " +
+                             std::string(Name(a.scalar.type)) +
+                             " but the operation's datatype is " + std::string(Name(a.type)) +
+                             " (create the reduction with the datatype "
+                             "of the buffers)");
+    }
+    if (a.scalar.where == PreMulScalar::Where::kPointer && a.scalar.pointer == nullptr) {
+      return InvalidArgument(std::string(what) + ": the PreMulSum scalar pointer is null");
+    }
   }
   // Elements moved per rank buffer: whole-communicator buffers are size x count.
   size_t blocks = 1;
@@ -408,6 +429,36 @@ Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
 }
 
 Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
+  if (a.premul && !a.device) {
+    // A pre-multiplied sum: scale this rank's input, then sum the scaled copies.
+    // The scalar is read now, when the operation runs (a kPointer scalar of
+    // a staged device operation was copied to pinned memory in stream order).
+    const size_t elems = a.kind == OpKind::kReduceScatter ? a.count * size : a.count;
+    if (elems > 0 && a.scalar.where == PreMulScalar::Where::kPointer && device_.ops() != nullptr) {
+      LOOM_ASSIGN_OR_RETURN(const cuda::BufferPlace place,
+                            device_.ops()->Classify(a.scalar.pointer));
+      if (place.space == cuda::MemSpace::kDevice) {
+        return InvalidUsage(std::string(OpKindName(a.kind)) +
+                            ": the PreMulSum scalar is device memory but the buffers are host "
+                            "memory; pass the scalar in host memory (or by value)");
+      }
+    }
+    const void* scalar =
+        a.scalar.where == PreMulScalar::Where::kValue ? a.scalar.value : a.scalar.pointer;
+    CollArgs summed = a;
+    summed.premul = false;
+    if (a.kind == OpKind::kAllReduce || (a.kind == OpKind::kReduce && rank == a.root)) {
+      // Scaled straight into the output, then summed in place there: no
+      // scratch, and the in-place algorithms, which read one buffer less.
+      PreMulInto(a.recv, a.send, elems, a.type, scalar);
+      summed.send = a.recv;
+    } else {
+      void* scaled = premul_scratch_.Get(elems * SizeOf(a.type));
+      PreMulInto(scaled, a.send, elems, a.type, scalar);
+      summed.send = scaled;
+    }
+    return RunOne(summed, deadline);
+  }
   const size_t bytes = a.count * SizeOf(a.type);
   if (a.device) {
     Status s = ipc_.Run(*engine_, rank, a, deadline, abort_);
@@ -629,24 +680,28 @@ Result<int> Communicator::cuda_device() const {
 }
 
 namespace {
-CollArgs Args(OpKind kind, const void* s, void* r, size_t count, DataType t, RedOp op = RedOp::kSum,
-              int root = 0) {
+CollArgs Args(OpKind kind, const void* s, void* r, size_t count, DataType t,
+              const Reduction& op = RedOp::kSum, int root = 0) {
   CollArgs a;
   a.kind = kind;
   a.send = s;
   a.recv = r;
   a.count = count;
   a.type = t;
-  a.op = op;
+  a.op = op.op;
+  a.premul = op.premul;
+  a.scalar = op.scalar;
   a.root = root;
   return a;
 }
 }  // namespace
 
-Work Communicator::AllReduceAsync(const void* s, void* r, size_t n, DataType t, RedOp op) {
+Work Communicator::AllReduceAsync(const void* s, void* r, size_t n, DataType t,
+                                  const Reduction& op) {
   return impl_->Issue(Args(OpKind::kAllReduce, s, r, n, t, op));
 }
-Work Communicator::ReduceScatterAsync(const void* s, void* r, size_t n, DataType t, RedOp op) {
+Work Communicator::ReduceScatterAsync(const void* s, void* r, size_t n, DataType t,
+                                      const Reduction& op) {
   return impl_->Issue(Args(OpKind::kReduceScatter, s, r, n, t, op));
 }
 Work Communicator::AllGatherAsync(const void* s, void* r, size_t n, DataType t) {
@@ -655,7 +710,8 @@ Work Communicator::AllGatherAsync(const void* s, void* r, size_t n, DataType t) 
 Work Communicator::BroadcastAsync(const void* s, void* r, size_t n, DataType t, int root) {
   return impl_->Issue(Args(OpKind::kBroadcast, s, r, n, t, RedOp::kSum, root));
 }
-Work Communicator::ReduceAsync(const void* s, void* r, size_t n, DataType t, RedOp op, int root) {
+Work Communicator::ReduceAsync(const void* s, void* r, size_t n, DataType t, const Reduction& op,
+                               int root) {
   return impl_->Issue(Args(OpKind::kReduce, s, r, n, t, op, root));
 }
 Work Communicator::AllToAllAsync(const void* s, void* r, size_t n, DataType t) {
@@ -671,10 +727,11 @@ Work Communicator::BarrierAsync() {
   return impl_->Issue(Args(OpKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8));
 }
 
-Status Communicator::AllReduce(const void* s, void* r, size_t n, DataType t, RedOp op) {
+Status Communicator::AllReduce(const void* s, void* r, size_t n, DataType t, const Reduction& op) {
   return impl_->IssueBlocking(Args(OpKind::kAllReduce, s, r, n, t, op));
 }
-Status Communicator::ReduceScatter(const void* s, void* r, size_t n, DataType t, RedOp op) {
+Status Communicator::ReduceScatter(const void* s, void* r, size_t n, DataType t,
+                                   const Reduction& op) {
   return impl_->IssueBlocking(Args(OpKind::kReduceScatter, s, r, n, t, op));
 }
 Status Communicator::AllGather(const void* s, void* r, size_t n, DataType t) {
@@ -683,7 +740,8 @@ Status Communicator::AllGather(const void* s, void* r, size_t n, DataType t) {
 Status Communicator::Broadcast(const void* s, void* r, size_t n, DataType t, int root) {
   return impl_->IssueBlocking(Args(OpKind::kBroadcast, s, r, n, t, RedOp::kSum, root));
 }
-Status Communicator::Reduce(const void* s, void* r, size_t n, DataType t, RedOp op, int root) {
+Status Communicator::Reduce(const void* s, void* r, size_t n, DataType t, const Reduction& op,
+                            int root) {
   return impl_->IssueBlocking(Args(OpKind::kReduce, s, r, n, t, op, root));
 }
 Status Communicator::AllToAll(const void* s, void* r, size_t n, DataType t) {
@@ -699,12 +757,12 @@ Status Communicator::Barrier() {
   return impl_->IssueBlocking(Args(OpKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8));
 }
 
-Status Communicator::AllReduce(const void* s, void* r, size_t n, DataType t, RedOp op,
+Status Communicator::AllReduce(const void* s, void* r, size_t n, DataType t, const Reduction& op,
                                GpuStream st) {
   return impl_->IssueOnStream(Args(OpKind::kAllReduce, s, r, n, t, op), st);
 }
-Status Communicator::ReduceScatter(const void* s, void* r, size_t n, DataType t, RedOp op,
-                                   GpuStream st) {
+Status Communicator::ReduceScatter(const void* s, void* r, size_t n, DataType t,
+                                   const Reduction& op, GpuStream st) {
   return impl_->IssueOnStream(Args(OpKind::kReduceScatter, s, r, n, t, op), st);
 }
 Status Communicator::AllGather(const void* s, void* r, size_t n, DataType t, GpuStream st) {
@@ -714,8 +772,8 @@ Status Communicator::Broadcast(const void* s, void* r, size_t n, DataType t, int
                                GpuStream st) {
   return impl_->IssueOnStream(Args(OpKind::kBroadcast, s, r, n, t, RedOp::kSum, root), st);
 }
-Status Communicator::Reduce(const void* s, void* r, size_t n, DataType t, RedOp op, int root,
-                            GpuStream st) {
+Status Communicator::Reduce(const void* s, void* r, size_t n, DataType t, const Reduction& op,
+                            int root, GpuStream st) {
   return impl_->IssueOnStream(Args(OpKind::kReduce, s, r, n, t, op, root), st);
 }
 Status Communicator::AllToAll(const void* s, void* r, size_t n, DataType t, GpuStream st) {

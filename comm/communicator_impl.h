@@ -128,6 +128,7 @@ class Communicator::Impl {
   // Before engine_, so destroyed after it: a failed op abandons transfers
   // that a transport (UCX) may still read or write until the engine closes.
   Scratch scratch_;
+  Scratch premul_scratch_;  // a PreMulSum's scaled input (RunOne)
   DevicePath device_;  // before engine_ too: abandoned transfers may use its pinned blocks
   DeviceIpc ipc_;      // device buffers read in place through CUDA IPC (when enabled)
   std::unique_ptr<Engine> engine_;

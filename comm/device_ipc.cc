@@ -434,11 +434,30 @@ Status DeviceIpc::Run(Engine& e, int r, const CollArgs& a, Deadline deadline,
     LOOM_TRY(WaitDevice(deadline, abort));
     send = snap;
   }
+  if (a.premul) {
+    // A pre-multiplied sum: peers read this rank's scaled input, complete
+    // before the exchange below lets them start.
+    const size_t elems = a.kind == OpKind::kReduceScatter ? a.count * n : a.count;
+    PreMulScalar scalar = a.scalar;
+    if (scalar.where == PreMulScalar::Where::kPointer) {
+      // A scalar in host memory is read now: the stream's earlier work is over.
+      LOOM_ASSIGN_OR_RETURN(const cuda::BufferPlace place, ops_->Classify(scalar.pointer));
+      if (place.space == cuda::MemSpace::kHost) {
+        std::memcpy(scalar.value, scalar.pointer, es);
+        scalar.where = PreMulScalar::Where::kValue;
+      }
+    }
+    LOOM_ASSIGN_OR_RETURN(void* scaled, DeviceScratch(elems * es));
+    LOOM_TRY(ops_->PreMulAsync(scaled, a.send, elems, a.type, scalar, stream_));
+    LOOM_TRY(WaitDevice(deadline, abort));
+    send = scaled;
+  }
   OpRecord mine;
   mine.count = a.count;
   mine.kind = static_cast<int32_t>(a.kind);
   mine.type = static_cast<int32_t>(a.type);
-  mine.op = static_cast<int32_t>(a.op);
+  // A PreMulSum is its own op here, so a rank that sums plainly is named.
+  mine.op = a.premul ? kNumRedOps : static_cast<int32_t>(a.op);
   mine.root = a.root;
   // An export failure (memory from a pool or VMM allocator, say) still
   // sends the record, so every rank fails alike instead of waiting.

@@ -228,6 +228,18 @@ Result<DevicePath::Block*> DevicePath::Acquire(size_t bytes) {
   return best;
 }
 
+Result<size_t> DevicePath::ScalarSlotBytes(const CollArgs& a) const {
+  if (!a.premul || a.scalar.where != PreMulScalar::Where::kPointer) return size_t{0};
+  LOOM_ASSIGN_OR_RETURN(const cuda::BufferPlace place, ops_->Classify(a.scalar.pointer));
+  return place.space == cuda::MemSpace::kDevice ? AlignUp(SizeOf(a.type)) : size_t{0};
+}
+
+Status DevicePath::StageScalar(CollArgs& a, char* slot, cuda::StreamHandle stream) {
+  LOOM_TRY(ops_->CopyAsync(slot, a.scalar.pointer, SizeOf(a.type), stream));
+  a.scalar.pointer = slot;  // the host reads it there once `ready` passed
+  return Status::Ok();
+}
+
 Status DevicePath::StageChunks(const CollArgs& a, cuda::StreamHandle stream, int rank, int size,
                                size_t chunk_elems, const QueueFn& queue) {
   const size_t es = SizeOf(a.type);
@@ -250,6 +262,7 @@ Status DevicePath::StageChunks(const CollArgs& a, cuda::StreamHandle stream, int
     std::shared_ptr<StagedOp> op;
   };
   std::vector<Chunk> chunks;
+  LOOM_ASSIGN_OR_RETURN(const size_t slot, ScalarSlotBytes(a));
   Status failed;
   // 1. Every chunk's input to pinned memory, each followed by its `ready`.
   for (size_t off = 0; off < a.count && failed.ok(); off += chunk_elems) {
@@ -259,7 +272,7 @@ Status DevicePath::StageChunks(const CollArgs& a, cuda::StreamHandle stream, int
     c.args.count = std::min(chunk_elems, a.count - off);
     const size_t len = c.args.count;
     const Extents e = ExtentsOf(c.args, rank, size);
-    Result<Block*> block = Acquire(AlignUp(e.send) + AlignUp(e.recv));
+    Result<Block*> block = Acquire(AlignUp(e.send) + AlignUp(e.recv) + slot);
     if (!block.ok()) {
       failed = block.status();
       break;
@@ -276,6 +289,9 @@ Status DevicePath::StageChunks(const CollArgs& a, cuda::StreamHandle stream, int
     if (e.send > 0) {
       failed = copy_blocks(static_cast<char*>(const_cast<void*>(c.args.send)), len * es,
                            static_cast<const char*>(a.send) + off * es, a.count * es, send_blocks, len);
+    }
+    if (failed.ok() && slot > 0) {
+      failed = StageScalar(c.args, base + AlignUp(e.send) + AlignUp(e.recv), stream);
     }
     if (failed.ok()) failed = ops_->RecordEvent(c.block->ready, stream);
     chunks.push_back(std::move(c));
@@ -339,8 +355,14 @@ Status DevicePath::StageAndQueue(std::vector<CollArgs> items, const std::vector<
     for (size_t i = 0; i < items.size(); ++i) {
       if (!where[i].device || where[i].ipc || where[i].stream != stream) continue;
       const Extents e = ExtentsOf(items[i], rank, size);
-      need += AlignUp(e.send) + AlignUp(e.recv);
+      Result<size_t> slot = ScalarSlotBytes(items[i]);
+      if (!slot.ok()) {
+        failed = slot.status();
+        break;
+      }
+      need += AlignUp(e.send) + AlignUp(e.recv) + slot.value();
     }
+    if (!failed.ok()) break;
     Result<Block*> block = Acquire(need);
     if (!block.ok()) {
       failed = block.status();
@@ -373,6 +395,12 @@ Status DevicePath::StageAndQueue(std::vector<CollArgs> items, const std::vector<
       off += AlignUp(e.recv);
       if (e.send > 0) failed = ops_->CopyAsync(const_cast<void*>(a.send), user_send, e.send, stream);
       if (e.recv > 0) back.push_back({user_recv, a.recv, e.recv});
+      Result<size_t> slot = ScalarSlotBytes(a);
+      if (failed.ok() && !slot.ok()) failed = slot.status();
+      if (failed.ok() && slot.value() > 0) {
+        failed = StageScalar(a, base + off, stream);
+        off += slot.value();
+      }
     }
     if (failed.ok()) failed = ops_->RecordEvent(b->ready, stream);
     if (failed.ok()) failed = ops_->StreamWaitValue(stream, done_seq_, op->seq);

@@ -105,6 +105,12 @@ class DevicePath {
   struct Block;
   Result<Block*> Acquire(size_t bytes);  // mu_ held
   Status EnsureSignal();                 // mu_ held
+  // A staged PreMulSum whose scalar is device memory: the stream copies the
+  // scalar into a pinned slot with the inputs (ScalarSlotBytes: the slot's
+  // size, else 0), and the host algorithm reads it there (StageScalar
+  // enqueues the copy and points `a` at the slot).
+  Result<size_t> ScalarSlotBytes(const CollArgs& a) const;
+  Status StageScalar(CollArgs& a, char* slot, cuda::StreamHandle stream);
   // The chunked form of StageAndQueue (see there); mu_ held.
   Status StageChunks(const CollArgs& a, cuda::StreamHandle stream, int rank, int size,
                      size_t chunk_elems, const QueueFn& queue);

@@ -125,6 +125,80 @@ TEST_P(DeviceBuffers, CollectiveStartsAfterEarlierStreamWorkAndReturnsAtOnce) {
   });
 }
 
+// A pre-multiplied sum on device buffers, with the scalar by value or in
+// device memory that the stream's earlier work writes (so it must be read
+// in stream order), out of place and in place; staged ones also in chunks.
+// Products and sums of these values are exact.
+TEST_P(DeviceBuffers, PreMulSumReadsADeviceScalarInStreamOrder) {
+  if (!ipc()) setenv("LOOM_CUDA_STAGING_CHUNK", "4096", 1);
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = 2000;
+  auto value = [](int q, size_t i) { return static_cast<float>((i * 5 + q) % 512); };
+  auto factor = [](int q) { return 0.5f * static_cast<float>(q + 1); };
+  auto want = [&](size_t i) {
+    float sum = 0;
+    for (int q = 0; q < kRanks; ++q) sum += factor(q) * value(q, i);
+    return sum;
+  };
+  RunRanks(kRanks, [&](Communicator& c) {
+    const int r = c.rank();
+    GpuStream s = fake_.CreateStream();
+    auto* send = static_cast<float*>(fake_.AllocDevice(kCount * kRanks * 4));
+    auto* recv = static_cast<float*>(fake_.AllocDevice(kCount * kRanks * 4));
+    auto* scalar = static_cast<float*>(fake_.AllocDevice(4));
+    *scalar = 100.0f;  // what a read before the stream got there would see
+    fake_.Enqueue(s, [=] {
+      std::this_thread::sleep_for(milliseconds(50));
+      *scalar = factor(r);
+      for (size_t i = 0; i < kCount * kRanks; ++i) send[i] = value(r, i);
+    });
+    const float f = factor(r);
+    for (bool by_value : {false, true}) {
+      const Reduction red = by_value ? Reduction::PreMulSum(&f, DataType::kFloat32)
+                                     : Reduction::PreMulSumAt(scalar, DataType::kFloat32);
+      const char* how = by_value ? "by value" : "device scalar";
+      ASSERT_TRUE(c.AllReduce(send, recv, kCount, DataType::kFloat32, red, s).ok());
+      ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+      for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(recv[i], want(i)) << how << " i=" << i;
+      ASSERT_TRUE(c.ReduceScatter(send, recv, kCount, DataType::kFloat32, red, s).ok());
+      ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+      for (size_t i = 0; i < kCount; ++i) {
+        ASSERT_EQ(recv[i], want(r * kCount + i)) << how << " reduce-scatter i=" << i;
+      }
+      ASSERT_TRUE(c.Reduce(send, recv, kCount, DataType::kFloat32, red, 2, s).ok());
+      ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+      if (r == 2) {
+        for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(recv[i], want(i)) << how << " reduce i=" << i;
+      }
+      for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(send[i], value(r, i)) << "input changed";
+    }
+    // In place, last: it overwrites the input.
+    ASSERT_TRUE(c.AllReduce(send, send, kCount, DataType::kFloat32,
+                            Reduction::PreMulSumAt(scalar, DataType::kFloat32), s)
+                    .ok());
+    ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+    for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(send[i], want(i)) << "in place i=" << i;
+    // A scalar of another type than the buffers' is refused by name.
+    const int32_t wrong = 2;
+    const Status st = c.AllReduce(send, recv, kCount, DataType::kFloat32,
+                                  Reduction::PreMulSum(&wrong, DataType::kInt32), s);
+    EXPECT_EQ(st.code(), Code::kInvalidArgument);
+    EXPECT_NE(st.message().find("PreMulSum scalar is int32"), std::string::npos) << st.ToString();
+    EXPECT_TRUE(c.AsyncError().ok());
+    fake_.FreeDevice(send);
+    fake_.FreeDevice(recv);
+    fake_.FreeDevice(scalar);
+  });
+  unsetenv("LOOM_CUDA_STAGING_CHUNK");
+  // Through IPC the scaling is a device kernel; staged, the host scales the
+  // pinned copy.
+  if (ipc()) {
+    EXPECT_GT(fake_.premul_launches(), 0u);
+  } else {
+    EXPECT_EQ(fake_.premul_launches(), 0u);
+  }
+}
+
 TEST_P(DeviceBuffers, MixedDeviceAndHostBuffersAreInvalidUsageNamingEach) {
   RunRanks(1, [&](Communicator& c) {
     GpuStream s = fake_.CreateStream();

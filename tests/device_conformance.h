@@ -6,9 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "collectives/reduce/reduce.h"
 #include "tests/harness.h"
 
 namespace loom::testing {
@@ -25,6 +27,21 @@ class DeviceHooks {
   virtual void Sync() = 0;  // the host waits for the stream
   virtual GpuStream stream() = 0;
 };
+
+// What a PreMulSum all-reduce or reduce-scatter over n ranks gives at
+// `offset`: rank q scales its kSum input by q + 1 (products and sums stay
+// exact in every type).
+inline void ExpectedPreMulSum(void* out, size_t count, DataType t, int n, size_t offset) {
+  const size_t es = SizeOf(t);
+  std::vector<char> tmp(count * es + 1), scalar(8);
+  std::memset(out, 0, count * es);
+  for (int q = 0; q < n; ++q) {
+    FillInput(tmp.data(), count, t, q, offset, RedOp::kSum);
+    SetElem(scalar.data(), 0, t, q + 1);
+    PreMulInto(tmp.data(), tmp.data(), count, t, scalar.data());
+    ReduceInto(out, out, tmp.data(), count, t, RedOp::kSum);
+  }
+}
 
 inline std::string DeviceCase(const char* coll, DataType t, RedOp op, size_t count, bool in_place,
                               int rank) {
@@ -44,7 +61,7 @@ inline void CheckDeviceCollectives(Communicator& c, DeviceHooks& h,
   for (DataType t : types) {
     const size_t es = SizeOf(t);
     for (size_t count : counts) {
-      const size_t all = count * n * es + 1;
+      const size_t all = count * n * es + 8;  // + a PreMulSum scalar
       char* dsend = static_cast<char*>(h.Alloc(all));
       char* drecv = static_cast<char*>(h.Alloc(all));
       std::vector<char> in(all), out(all), want(all);
@@ -82,6 +99,36 @@ inline void CheckDeviceCollectives(Communicator& c, DeviceHooks& h,
           EXPECT_EQ(CountMismatches(out.data(), want.data(), count, t), 0u)
               << DeviceCase("ReduceScatter", t, op, count, in_place, r);
         }
+        // PreMulSum all-reduce and reduce-scatter, the scalar (rank + 1)
+        // in device memory written on the stream just before
+        char* dscalar = drecv + count * n * es;  // past the blocks, within the allocation
+        std::vector<char> scalar(8);             // valid until the Sync below
+        SetElem(scalar.data(), 0, t, r + 1);
+        h.Upload(dscalar, scalar.data(), es);
+        const Reduction premul = Reduction::PreMulSumAt(dscalar, t);
+        FillInput(in.data(), count * n, t, r, 0, RedOp::kSum);
+        h.Upload(dsend, in.data(), count * n * es);
+        char* pout = in_place ? dsend : drecv;
+        {
+          const Status st = c.AllReduce(dsend, pout, count, t, premul, s);
+          ASSERT_TRUE(st.ok()) << st.ToString();
+        }
+        h.Download(out.data(), pout, count * es);
+        h.Sync();
+        ExpectedPreMulSum(want.data(), count, t, n, 0);
+        EXPECT_EQ(CountMismatches(out.data(), want.data(), count, t), 0u)
+            << DeviceCase("AllReduce PreMulSum", t, RedOp::kSum, count, in_place, r);
+        h.Upload(dsend, in.data(), count * n * es);
+        pout = in_place ? dsend + r * count * es : drecv;
+        {
+          const Status st = c.ReduceScatter(dsend, pout, count, t, premul, s);
+          ASSERT_TRUE(st.ok()) << st.ToString();
+        }
+        h.Download(out.data(), pout, count * es);
+        h.Sync();
+        ExpectedPreMulSum(want.data(), count, t, n, r * count);
+        EXPECT_EQ(CountMismatches(out.data(), want.data(), count, t), 0u)
+            << DeviceCase("ReduceScatter PreMulSum", t, RedOp::kSum, count, in_place, r);
         // all-gather: block j from rank j
         char* mine = in_place ? drecv + r * count * es : dsend;
         FillInput(in.data(), count, t, r, 0, RedOp::kSum);

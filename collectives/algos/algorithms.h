@@ -28,6 +28,10 @@ struct CollArgs {
   size_t count = 0;  // elements: per rank for AllReduce/Broadcast/Reduce; per block otherwise
   DataType type = DataType::kFloat32;
   RedOp op = RedOp::kSum;
+  // A pre-multiplied sum (op is kSum): the communicator scales this rank's
+  // input into scratch memory first, so the algorithms never see it.
+  bool premul = false;
+  PreMulScalar scalar;
   int root = 0;  // Broadcast/Reduce root; Send/Recv peer
   // The buffers are device memory, read and written only by device work
   // (comm/device_ipc.h); the host algorithms never see such arguments.

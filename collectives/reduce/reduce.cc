@@ -2,9 +2,11 @@
 // portable) and the runtime dispatch that picks one ISA per process.
 #include "collectives/reduce/reduce.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "comm/base/log.h"
@@ -527,6 +529,21 @@ void ScaleForAvg(void* buf, size_t count, DataType type, int nranks) {
   if (nranks < 1) DieInvalid("nranks", nranks);
   if (nranks == 1 || count == 0) return;
   Table().scale[static_cast<int>(type)](buf, count, nranks);
+}
+
+void PreMulInto(void* dst, const void* src, size_t count, DataType type, const void* scalar) {
+  if (!IsValid(type)) DieInvalid("DataType", static_cast<int>(type));
+  const size_t es = SizeOf(type);
+  // The scalar repeated over one L1-sized block, multiplied in with the
+  // kProd kernels block by block.
+  alignas(64) unsigned char block[4096];
+  const size_t per_block = sizeof block / es;
+  for (size_t i = 0; i < std::min(count, per_block); ++i) std::memcpy(block + i * es, scalar, es);
+  for (size_t off = 0; off < count; off += per_block) {
+    const size_t n = std::min(per_block, count - off);
+    ReduceInto(static_cast<char*>(dst) + off * es, static_cast<const char*>(src) + off * es, block,
+               n, type, RedOp::kProd);
+  }
 }
 
 ReduceIsa ActiveReduceIsa() {

@@ -47,6 +47,12 @@ void ReduceInto(void* dst, const void* a, const void* b, size_t count, DataType 
 //  - nranks must be >= 1; 1 leaves buf unchanged. Thread-safe, non-blocking.
 void ScaleForAvg(void* buf, size_t count, DataType type, int nranks);
 
+// A PreMulSum's scaling: dst[i] = src[i] * scalar for i in [0, count), with
+// kProd's semantics above (integers wrap; one rounding; a NaN product is the
+// canonical NaN). `scalar` points to one element of `type`; dst may be src.
+// Thread-safe, non-blocking.
+void PreMulInto(void* dst, const void* src, size_t count, DataType type, const void* scalar);
+
 // SIMD level of the kernels. The widest one the CPU supports is picked at
 // first use and logged at INFO (subsystem COLL); every level gives the same
 // bits, so this matters only to tests (which run each level against the

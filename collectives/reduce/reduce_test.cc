@@ -507,6 +507,48 @@ TEST_F(ReduceIntoTest, IntegerSumWraps) {
   EXPECT_EQ(o8, -128);  // 128 mod 256 read as int8
 }
 
+// --- PreMulInto
+
+// Every type, random inputs and scalars (NaN, Inf and subnormals among
+// them), lengths that end inside and past the kernel's 4 KiB blocks, out
+// of place and in place, against the independent reference's kProd.
+TEST(PreMulInto, EveryTypeMatchesTheReferenceProduct) {
+  std::mt19937_64 rng(7);
+  for (DataType type : kAllTypes) {
+    const size_t es = SizeOf(type);
+    for (size_t n : {size_t{0}, size_t{1}, size_t{37}, 4096 / es, 4096 / es + 3, size_t{10007}}) {
+      for (int trial = 0; trial < 4; ++trial) {
+        const std::vector<char> src = RandomBytes(type, n, rng);
+        const std::vector<char> scalar = RandomBytes(type, 1, rng);
+        std::vector<char> broadcast(n * es);
+        for (size_t i = 0; i < n; ++i) std::memcpy(broadcast.data() + i * es, scalar.data(), es);
+        std::vector<char> want(n * es);
+        RefReduce(want.data(), src.data(), broadcast.data(), n, type, RedOp::kProd);
+        std::vector<char> got(n * es + 1, 'x');
+        PreMulInto(got.data(), src.data(), n, type, scalar.data());
+        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), n * es)) << Name(type) << " n=" << n;
+        ASSERT_EQ(got[n * es], 'x') << "wrote past the end";
+        std::vector<char> in_place = src;
+        PreMulInto(in_place.data(), in_place.data(), n, type, scalar.data());
+        ASSERT_EQ(0, std::memcmp(in_place.data(), want.data(), n * es)) << Name(type) << " n=" << n;
+      }
+    }
+  }
+}
+
+TEST(PreMulInto, IntegersWrapAndHalvesRoundOnce) {
+  std::vector<int8_t> v = {-3, 100, 127};
+  const int8_t s8 = 100;
+  PreMulInto(v.data(), v.data(), v.size(), DataType::kInt8, &s8);
+  EXPECT_EQ(v, (std::vector<int8_t>{-44, 16, -100}));  // -300, 10000, 12700 mod 256
+  // fp16 0.1 (0x2E66) x 3: the exact product 0.2999267578125 rounds to 0x34CC.
+  const uint16_t x = 0x2E66, three = FloatToHalf(3.0f);
+  uint16_t out = 0;
+  PreMulInto(&out, &x, 1, DataType::kFloat16, &three);
+  EXPECT_EQ(out, FloatToHalf(HalfToFloat(x) * 3.0f));
+  EXPECT_EQ(out, 0x34CCu);
+}
+
 // --- ScaleForAvg
 
 TEST(ScaleForAvg, IntegersTruncateTowardZeroLikeNccl) {

@@ -1,6 +1,8 @@
 // Names of data types and reduction operators (nccl-tests spelling).
 #include "loom/types.hpp"
 
+#include <cstring>
+
 namespace loom {
 
 std::string_view Name(DataType t) {
@@ -28,6 +30,29 @@ std::string_view Name(RedOp op) {
     case RedOp::kAvg: return "avg";
   }
   return "invalid";
+}
+
+Reduction Reduction::PreMulSum(const void* scalar, DataType type) {
+  Reduction r(RedOp::kSum);
+  r.premul = true;
+  r.scalar.type = type;
+  if (scalar == nullptr) {
+    r.scalar.where = PreMulScalar::Where::kPointer;  // a null pointer, which validation names
+    return r;
+  }
+  r.scalar.where = PreMulScalar::Where::kValue;
+  const size_t n = SizeOf(type);  // 0 for an invalid type, which validation names
+  std::memcpy(r.scalar.value, scalar, n);
+  return r;
+}
+
+Reduction Reduction::PreMulSumAt(const void* scalar, DataType type) {
+  Reduction r(RedOp::kSum);
+  r.premul = true;
+  r.scalar.where = PreMulScalar::Where::kPointer;
+  r.scalar.type = type;
+  r.scalar.pointer = scalar;
+  return r;
 }
 
 }  // namespace loom

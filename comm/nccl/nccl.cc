@@ -34,6 +34,8 @@
 using loom::nccl_shim::Api;
 using loom::nccl_shim::InitRequest;
 using loom::nccl_shim::Printf;
+using loom::nccl_shim::ToDataType;
+using loom::nccl_shim::ToReduction;
 using loom::nccl_shim::Usable;
 
 namespace {
@@ -145,41 +147,6 @@ ncclResult_t Finish(const char* func, const loom::Status& status) noexcept {
 namespace {
 
 // --- argument conversion and checks ---
-
-// The enums arrive by reference and are read as their int bytes: a C
-// caller may pass any int, and loading a C++ enum outside its range (e.g.
-// (ncclDataType_t)42) is undefined, so the range check must not load it.
-int RawEnum(const ncclDataType_t& e) {
-  static_assert(sizeof(ncclDataType_t) == sizeof(int));
-  int v;
-  std::memcpy(&v, &e, sizeof v);
-  return v;
-}
-int RawEnum(const ncclRedOp_t& e) {
-  static_assert(sizeof(ncclRedOp_t) == sizeof(int));
-  int v;
-  std::memcpy(&v, &e, sizeof v);
-  return v;
-}
-
-loom::Result<loom::DataType> ToLoom(const ncclDataType_t& type) {
-  const int v = RawEnum(type);
-  if (v < 0 || v >= ncclNumTypes) {
-    return loom::InvalidArgument(
-        Printf("datatype %d is not an ncclDataType_t (valid: 0..%d)", v, ncclNumTypes - 1));
-  }
-  return static_cast<loom::DataType>(v);
-}
-
-// Only the built-in operators: loom has no ncclRedOpCreatePreMulSum.
-loom::Result<loom::RedOp> ToLoom(const ncclRedOp_t& op) {
-  const int v = RawEnum(op);
-  if (v < 0 || v >= ncclNumOps) {
-    return loom::InvalidArgument(
-        Printf("reduction op %d is not a built-in ncclRedOp_t (valid: 0..%d)", v, ncclNumOps - 1));
-  }
-  return static_cast<loom::RedOp>(v);
-}
 
 loom::UniqueId ToLoom(const ncclUniqueId& id) {
   loom::UniqueId out;
@@ -601,8 +568,8 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            cudaStream_t stream) {
   return Api("ncclAllReduce", [&]() -> loom::Status {
     LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
-    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
-    LOOM_ASSIGN_OR_RETURN(loom::RedOp red, ToLoom(op));
+    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToDataType(datatype));
+    LOOM_ASSIGN_OR_RETURN(loom::Reduction red, ToReduction(comm, op));
     LOOM_TRY(CheckBuffer("sendbuff", sendbuff, count));
     LOOM_TRY(CheckBuffer("recvbuff", recvbuff, count));
     return c->AllReduce(sendbuff, recvbuff, count, type, red, stream);
@@ -614,8 +581,8 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                                cudaStream_t stream) {
   return Api("ncclReduceScatter", [&]() -> loom::Status {
     LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
-    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
-    LOOM_ASSIGN_OR_RETURN(loom::RedOp red, ToLoom(op));
+    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToDataType(datatype));
+    LOOM_ASSIGN_OR_RETURN(loom::Reduction red, ToReduction(comm, op));
     LOOM_TRY(CheckBuffer("sendbuff", sendbuff, recvcount));
     LOOM_TRY(CheckBuffer("recvbuff", recvbuff, recvcount));
     return c->ReduceScatter(sendbuff, recvbuff, recvcount, type, red, stream);
@@ -626,7 +593,7 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   return Api("ncclAllGather", [&]() -> loom::Status {
     LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
-    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
+    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToDataType(datatype));
     LOOM_TRY(CheckBuffer("sendbuff", sendbuff, sendcount));
     LOOM_TRY(CheckBuffer("recvbuff", recvbuff, sendcount));
     return c->AllGather(sendbuff, recvbuff, sendcount, type, stream);
@@ -637,7 +604,7 @@ namespace {
 loom::Status Broadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                        int root, ncclComm_t comm, cudaStream_t stream) {
   LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
-  LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
+  LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToDataType(datatype));
   LOOM_TRY(CheckRank("root", root, c->size()));
   if (c->rank() == root) {
     LOOM_TRY(CheckBuffer("sendbuff (on root)", sendbuff, count));
@@ -664,8 +631,8 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, nccl
                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   return Api("ncclReduce", [&]() -> loom::Status {
     LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
-    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
-    LOOM_ASSIGN_OR_RETURN(loom::RedOp red, ToLoom(op));
+    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToDataType(datatype));
+    LOOM_ASSIGN_OR_RETURN(loom::Reduction red, ToReduction(comm, op));
     LOOM_TRY(CheckRank("root", root, c->size()));
     LOOM_TRY(CheckBuffer("sendbuff", sendbuff, count));
     if (c->rank() == root) {
@@ -679,7 +646,7 @@ ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatyp
                       ncclComm_t comm, cudaStream_t stream) {
   return Api("ncclSend", [&]() -> loom::Status {
     LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
-    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
+    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToDataType(datatype));
     LOOM_TRY(CheckRank("peer", peer, c->size()));
     LOOM_TRY(CheckBuffer("sendbuff", sendbuff, count));
     return c->Send(sendbuff, count, type, peer, stream);
@@ -690,7 +657,7 @@ ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int
                       ncclComm_t comm, cudaStream_t stream) {
   return Api("ncclRecv", [&]() -> loom::Status {
     LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
-    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToLoom(datatype));
+    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToDataType(datatype));
     LOOM_TRY(CheckRank("peer", peer, c->size()));
     LOOM_TRY(CheckBuffer("recvbuff", recvbuff, count));
     return c->Recv(recvbuff, count, type, peer, stream);

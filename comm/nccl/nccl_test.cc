@@ -46,6 +46,20 @@ void OnEachRank(int nranks, Fn fn) {
   for (int r = 0; r < nranks; ++r) threads.emplace_back(fn, r);
 }
 
+// One thread issues an in-place int32 all-reduce of every rank's buffer in
+// one group (only a group makes that possible); ops[r] is rank r's operator.
+void GroupAllReduceInPlace(ncclComm_t* comms, std::vector<std::vector<int32_t>>& bufs,
+                           const std::vector<ncclRedOp_t>& ops) {
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (size_t r = 0; r < bufs.size(); ++r) {
+    ASSERT_EQ(ncclAllReduce(bufs[r].data(), bufs[r].data(), bufs[r].size(), ncclInt32, ops[r],
+                            comms[r], nullptr),
+              ncclSuccess)
+        << LastError();
+  }
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << LastError();
+}
+
 TEST_F(NcclShim, ErrorStringsAreDistinctAndNeverNull) {
   for (int a = 0; a < ncclNumResults; ++a) {
     const char* s = ncclGetErrorString(static_cast<ncclResult_t>(a));
@@ -163,14 +177,8 @@ TEST_F(NcclShim, InitAllAndOneThreadDrivingAGroup) {
   for (int r = 0; r < kRanks; ++r) {
     for (size_t i = 0; i < bufs[r].size(); ++i) bufs[r][i] = r * 100 + static_cast<int32_t>(i);
   }
-  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
-  for (int r = 0; r < kRanks; ++r) {
-    ASSERT_EQ(ncclAllReduce(bufs[r].data(), bufs[r].data(), bufs[r].size(), ncclInt32, ncclMax,
-                            comms[r], nullptr),
-              ncclSuccess)
-        << LastError();
-  }
-  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << LastError();
+  GroupAllReduceInPlace(comms, bufs, std::vector<ncclRedOp_t>(kRanks, ncclMax));
+  ASSERT_FALSE(HasFatalFailure());
   for (int r = 0; r < kRanks; ++r) {
     for (size_t i = 0; i < bufs[r].size(); ++i) {
       ASSERT_EQ(bufs[r][i], (kRanks - 1) * 100 + static_cast<int32_t>(i)) << "rank " << r;
@@ -234,6 +242,153 @@ TEST_F(NcclShim, BcastOnRegisteredBuffersAndTheRegistrationHandles) {
 
 // Without a GPU (this machine) these fail, naming why; on a GPU machine they
 // give the device and device memory.
+// Each rank scales its input by its own scalar before the sum. Values are
+// small multiples of 1/4, so every product and sum is exact and the
+// expected results need no tolerance.
+TEST_F(NcclShim, PreMulSumScalesEachRanksInputByItsOwnScalar) {
+  constexpr int kRanks = 3;
+  ncclComm_t comms[kRanks];
+  ASSERT_EQ(ncclCommInitAll(comms, kRanks, nullptr), ncclSuccess) << LastError();
+  auto scalar_of = [](int r) { return 0.25f * static_cast<float>(r + 1); };
+  auto input = [](int r, size_t i) { return static_cast<float>((i * 7 + r) % 1024); };
+  // Small (shared-memory slots), medium and large enough for the pipelined ring.
+  for (size_t count : {size_t{3}, size_t{1031}, size_t{300001}}) {
+    OnEachRank(kRanks, [&](int r) {
+      float s = scalar_of(r);
+      ncclRedOp_t op;
+      ASSERT_EQ(ncclRedOpCreatePreMulSum(&op, &s, ncclFloat, ncclScalarHostImmediate, comms[r]),
+                ncclSuccess)
+          << LastError();
+      EXPECT_GE(static_cast<int>(op), static_cast<int>(ncclNumOps));
+      s = 100.0f;  // an immediate scalar was copied at creation
+      std::vector<float> send(count * kRanks), out(count * kRanks, -1.0f);
+      for (size_t i = 0; i < send.size(); ++i) send[i] = input(r, i);
+      auto want = [&](size_t i) {
+        float sum = 0;
+        for (int q = 0; q < kRanks; ++q) sum += scalar_of(q) * input(q, i);
+        return sum;
+      };
+      // Out of place, then in place; the input must be left as it was.
+      ASSERT_EQ(ncclAllReduce(send.data(), out.data(), count, ncclFloat, op, comms[r], nullptr),
+                ncclSuccess)
+          << LastError();
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(out[i], want(i)) << "rank " << r << " i " << i;
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(send[i], input(r, i)) << "input changed";
+      std::vector<float> in_place(send.begin(), send.begin() + static_cast<long>(count));
+      ASSERT_EQ(
+          ncclAllReduce(in_place.data(), in_place.data(), count, ncclFloat, op, comms[r], nullptr),
+          ncclSuccess)
+          << LastError();
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(in_place[i], want(i)) << "in place, i " << i;
+      // Reduce-scatter: block r of the whole input.
+      ASSERT_EQ(ncclReduceScatter(send.data(), out.data(), count, ncclFloat, op, comms[r], nullptr),
+                ncclSuccess)
+          << LastError();
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(out[i], want(r * count + i)) << "i " << i;
+      // Reduce to rank 1.
+      std::fill(out.begin(), out.end(), -1.0f);
+      ASSERT_EQ(ncclReduce(send.data(), out.data(), count, ncclFloat, op, 1, comms[r], nullptr),
+                ncclSuccess)
+          << LastError();
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(out[i], r == 1 ? want(i) : -1.0f) << "rank " << r << " i " << i;
+      }
+      // In place: the root's buffer holds the result, the others' keep their input.
+      std::vector<float> buf(send.begin(), send.begin() + static_cast<long>(count));
+      ASSERT_EQ(ncclReduce(buf.data(), buf.data(), count, ncclFloat, op, 1, comms[r], nullptr),
+                ncclSuccess)
+          << LastError();
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(buf[i], r == 1 ? want(i) : input(r, i)) << "in place, rank " << r << " i " << i;
+      }
+      EXPECT_EQ(ncclRedOpDestroy(op, comms[r]), ncclSuccess) << LastError();
+    });
+  }
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
+TEST_F(NcclShim, PreMulSumThroughAPointerReadsTheScalarWhenTheCollectiveRuns) {
+  constexpr int kRanks = 2;
+  ncclComm_t comms[kRanks];
+  ASSERT_EQ(ncclCommInitAll(comms, kRanks, nullptr), ncclSuccess) << LastError();
+  int32_t scalars[kRanks] = {0, 0};
+  ncclRedOp_t ops[kRanks];
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(ncclRedOpCreatePreMulSum(&ops[r], &scalars[r], ncclInt32, ncclScalarDevice, comms[r]),
+              ncclSuccess)
+        << LastError();
+  }
+  // The scalars are set after creation and changed between the two rounds:
+  // each collective reads the value it finds when it runs. Integers wrap.
+  auto round = [&](int32_t s0, int32_t s1) {
+    scalars[0] = s0;
+    scalars[1] = s1;
+    std::vector<std::vector<int32_t>> bufs(kRanks, std::vector<int32_t>(1000));
+    for (int r = 0; r < kRanks; ++r) {
+      for (size_t i = 0; i < bufs[r].size(); ++i) bufs[r][i] = static_cast<int32_t>(i) + r;
+    }
+    // One thread drives both ranks through a group: the calls run at GroupEnd.
+    GroupAllReduceInPlace(comms, bufs, {ops[0], ops[1]});
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
+    for (int r = 0; r < kRanks; ++r) {
+      for (size_t i = 0; i < bufs[r].size(); ++i) {
+        const uint32_t want = static_cast<uint32_t>(s0) * static_cast<uint32_t>(i) +
+                              static_cast<uint32_t>(s1) * static_cast<uint32_t>(i + 1);
+        ASSERT_EQ(bufs[r][i], static_cast<int32_t>(want)) << "rank " << r << " i " << i;
+      }
+    }
+  };
+  round(3, -1000000000);
+  round(-7, 11);
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(ncclRedOpDestroy(ops[r], comms[r]), ncclSuccess);
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
+TEST_F(NcclShim, PreMulSumOperatorsAreCheckedAndBelongToTheirCommunicator) {
+  ncclComm_t comms[2];
+  ASSERT_EQ(ncclCommInitAll(comms, 2, nullptr), ncclSuccess) << LastError();
+  float s = 2.0f;
+  ncclRedOp_t op;
+  EXPECT_EQ(ncclRedOpCreatePreMulSum(nullptr, &s, ncclFloat, ncclScalarHostImmediate, comms[0]),
+            ncclInvalidArgument);
+  EXPECT_EQ(ncclRedOpCreatePreMulSum(&op, nullptr, ncclFloat, ncclScalarHostImmediate, comms[0]),
+            ncclInvalidArgument);
+  EXPECT_EQ(ncclRedOpCreatePreMulSum(&op, &s, static_cast<ncclDataType_t>(42),
+                                     ncclScalarHostImmediate, comms[0]),
+            ncclInvalidArgument);
+  EXPECT_EQ(
+      ncclRedOpCreatePreMulSum(&op, &s, ncclFloat, static_cast<ncclScalarResidence_t>(2), comms[0]),
+      ncclInvalidArgument);
+  EXPECT_NE(LastError().find("residence 2"), std::string::npos) << LastError();
+  EXPECT_EQ(ncclRedOpCreatePreMulSum(&op, &s, ncclFloat, ncclScalarHostImmediate, nullptr),
+            ncclInvalidArgument);
+  ASSERT_EQ(ncclRedOpCreatePreMulSum(&op, &s, ncclFloat, ncclScalarHostImmediate, comms[0]),
+            ncclSuccess)
+      << LastError();
+  EXPECT_EQ(static_cast<int>(op), static_cast<int>(ncclNumOps));
+  float x[2] = {1, 2};
+  // Another datatype than the operator's, and another communicator.
+  EXPECT_EQ(ncclAllReduce(x, x, 1, ncclInt32, op, comms[0], nullptr), ncclInvalidArgument);
+  EXPECT_NE(LastError().find("PreMulSum scalar is float"), std::string::npos) << LastError();
+  EXPECT_EQ(ncclAllReduce(x, x, 1, ncclFloat, op, comms[1], nullptr), ncclInvalidArgument);
+  EXPECT_NE(LastError().find("ncclRedOpCreatePreMulSum"), std::string::npos) << LastError();
+  // Destroying: built-ins and unknown ops are refused, a slot is reused.
+  EXPECT_EQ(ncclRedOpDestroy(ncclSum, comms[0]), ncclInvalidArgument);
+  EXPECT_EQ(ncclRedOpDestroy(static_cast<ncclRedOp_t>(ncclNumOps + 1), comms[0]),
+            ncclInvalidArgument);
+  EXPECT_EQ(ncclRedOpDestroy(static_cast<ncclRedOp_t>(-1), comms[0]), ncclInvalidArgument);
+  ASSERT_EQ(ncclRedOpDestroy(op, comms[0]), ncclSuccess) << LastError();
+  EXPECT_EQ(ncclRedOpDestroy(op, comms[0]), ncclInvalidArgument);
+  EXPECT_EQ(ncclAllReduce(x, x, 1, ncclFloat, op, comms[0], nullptr), ncclInvalidArgument);
+  ncclRedOp_t again;
+  ASSERT_EQ(ncclRedOpCreatePreMulSum(&again, &s, ncclFloat, ncclScalarDevice, comms[0]),
+            ncclSuccess);
+  EXPECT_EQ(again, op);
+  // No PreMulSum for collectives without a reduction is possible through
+  // the C API; the C++ API refuses it by name.
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
 TEST_F(NcclShim, CudaDeviceAndDeviceMemory) {
   const bool gpu = loom::DefaultDeviceOps() != nullptr;
   ncclComm_t comm;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -66,11 +67,34 @@ struct ncclComm {
   };
   std::mutex registrations_mu;
   std::vector<std::unique_ptr<Registration>> registrations;
+  // ncclRedOpCreatePreMulSum's operators: op ncclNumOps + i is user_ops[i]
+  // until ncclRedOpDestroy empties the slot (which a later create reuses).
+  std::mutex user_ops_mu;
+  std::vector<std::optional<loom::Reduction>> user_ops;
 };
 
 namespace loom::nccl_shim {
 
 // The communicator behind a handle, if it can take operations now.
 loom::Result<loom::Communicator*> Usable(ncclComm_t comm);
+
+// An enum a C caller passed, read as its int bytes: the caller may pass any
+// int, and loading a C++ enum outside its range (e.g. (ncclDataType_t)42) is
+// undefined, so range checks must not load it.
+template <typename Enum>
+int RawEnum(const Enum& e) {
+  static_assert(sizeof(Enum) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+// The datatype, or InvalidArgument naming a value outside ncclDataType_t.
+loom::Result<loom::DataType> ToDataType(const ncclDataType_t& type);
+
+// What `op` computes on `comm`: a built-in operator, or one of comm's
+// ncclRedOpCreatePreMulSum operators (redop.cc). The enum is read as its
+// int bytes, so any value a C caller passes is safe.
+loom::Result<loom::Reduction> ToReduction(ncclComm_t comm, const ncclRedOp_t& op);
 
 }  // namespace loom::nccl_shim

@@ -170,6 +170,32 @@ static void check_allreduce(ncclComm_t comm, int rank, int nranks, size_t count)
   free(ibuf);
 }
 
+/* Each rank scales its input by rank + 0.5 before the sum (exact in float). */
+static void check_premulsum(ncclComm_t comm, int rank, int nranks) {
+  const size_t count = 100003;
+  size_t i, bad = 0;
+  float* f = (float*)xmalloc(count * sizeof(float));
+  float scalar = (float)rank + 0.5f;
+  ncclRedOp_t op;
+  NCCL_OK(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, ncclScalarHostImmediate, comm));
+  for (i = 0; i < count; ++i) f[i] = float_input(rank, i);
+  NCCL_OK(ncclAllReduce(f, f, count, ncclFloat32, op, comm, NULL));
+  for (i = 0; i < count; ++i) {
+    float want = 0.0f;
+    int r;
+    for (r = 0; r < nranks; ++r) want += ((float)r + 0.5f) * float_input(r, i);
+    if (f[i] != want) ++bad;
+  }
+  NCCL_OK(ncclRedOpDestroy(op, comm));
+  CHECK(ncclRedOpDestroy(op, comm) == ncclInvalidArgument);
+  if (bad != 0) {
+    fprintf(stderr, "rank %d: PreMulSum all-reduce: %lu elements wrong\n", rank,
+            (unsigned long)bad);
+    ++g_failures;
+  }
+  free(f);
+}
+
 static void check_other_collectives(ncclComm_t comm, int rank, int nranks) {
   const size_t count = 1031;
   const size_t total = count * (size_t)nranks;
@@ -318,6 +344,7 @@ int main(void) {
     check_allreduce(comm, rank, nranks, counts[c]);
   }
   check_other_collectives(comm, rank, nranks);
+  check_premulsum(comm, rank, nranks);
   check_group_ring(comm, rank, nranks);
   check_split(comm, rank, nranks);
 

@@ -47,6 +47,8 @@ static ncclResult_t uses_every_prototype(void) {
   float buf[4] = {0};
   void* handle = NULL;
   void* mem = NULL;
+  ncclRedOp_t premul = ncclSum;
+  ncclScalarResidence_t residence = ncclScalarHostImmediate;
   ncclGetVersion(&v);
   ncclGetUniqueId(&id);
   ncclCommInitRank(&comm, 1, id, 0);
@@ -61,6 +63,8 @@ static ncclResult_t uses_every_prototype(void) {
   ncclCommDeregister(comm, handle);
   ncclMemAlloc(&mem, 64);
   ncclMemFree(mem);
+  ncclRedOpCreatePreMulSum(&premul, buf, ncclFloat, residence, comm);
+  ncclRedOpCreatePreMulSum(&premul, buf, ncclFloat, ncclScalarDevice, comm);
   ncclGroupStart();
   ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, comm, stream);
   ncclReduceScatter(buf, buf, 1, ncclFloat, ncclMax, comm, stream);
@@ -71,6 +75,8 @@ static ncclResult_t uses_every_prototype(void) {
   ncclSend(buf, 4, ncclFloat, 0, comm, stream);
   ncclRecv(buf, 4, ncclFloat, 0, comm, stream);
   ncclGroupEnd();
+  ncclAllReduce(buf, buf, 4, ncclFloat, premul, comm, stream);
+  ncclRedOpDestroy(premul, comm);
   ncclCommFinalize(comm);
   ncclCommAbort(sub);
   printf("%s %s\n", ncclGetErrorString(async_error), ncclGetLastError(comm));

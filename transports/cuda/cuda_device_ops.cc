@@ -152,6 +152,11 @@ class CudaOps final : public DeviceOps {
     return CudaScaleForAvg(buf, count, type, nranks, stream);
   }
 
+  Status PreMulAsync(void* dst, const void* src, size_t count, DataType type,
+                     const PreMulScalar& scalar, StreamHandle stream) override {
+    return CudaPreMulInto(dst, src, count, type, scalar, stream);
+  }
+
   Result<void*> AllocScratch(size_t bytes) override {
     void* p = nullptr;
     LOOM_TRY(CudaStatus(cudaMalloc(&p, bytes), "cudaMalloc(" + std::to_string(bytes) + " bytes)"));

@@ -85,6 +85,10 @@ class DeviceOps {
                              RedOp op, StreamHandle stream) = 0;
   virtual Status ScaleForAvgAsync(void* buf, size_t count, DataType type, int nranks,
                                   StreamHandle stream) = 0;
+  // A PreMulSum's scaling with PreMulInto's semantics (reduce.h); a
+  // kPointer scalar is device memory, read when the kernel runs.
+  virtual Status PreMulAsync(void* dst, const void* src, size_t count, DataType type,
+                             const PreMulScalar& scalar, StreamHandle stream) = 0;
 
   // Device memory of the current GPU for the communicator's own use
   // (cudaMalloc: may synchronise the device, so callers keep and reuse it).

@@ -259,6 +259,19 @@ Status FakeDeviceOps::ScaleForAvgAsync(void* buf, size_t count, DataType type, i
   return Status::Ok();
 }
 
+Status FakeDeviceOps::PreMulAsync(void* dst, const void* src, size_t count, DataType type,
+                                  const PreMulScalar& scalar, StreamHandle stream) {
+  FakeStream* s = Find(stream);
+  if (s == nullptr) return InvalidArgument("fake PreMulAsync: unknown stream");
+  if (scalar.type != type) return InvalidArgument("fake PreMulAsync: scalar of another type");
+  ++premul_launches_;
+  s->Push([=] {
+    PreMulInto(dst, src, count, type,
+               scalar.where == PreMulScalar::Where::kValue ? scalar.value : scalar.pointer);
+  });
+  return Status::Ok();
+}
+
 Result<bool> FakeDeviceOps::CanAccessPeer(const std::string& bus_id) {
   return bus_id == "0000:00:00.0";
 }

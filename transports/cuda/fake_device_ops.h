@@ -44,6 +44,9 @@ class FakeDeviceOps final : public DeviceOps {
                      RedOp op, StreamHandle stream) override;
   Status ScaleForAvgAsync(void* buf, size_t count, DataType type, int nranks,
                           StreamHandle stream) override;
+  // A kPointer scalar is read when the stream runs the work, as on a GPU.
+  Status PreMulAsync(void* dst, const void* src, size_t count, DataType type,
+                     const PreMulScalar& scalar, StreamHandle stream) override;
   Result<void*> AllocScratch(size_t bytes) override { return AllocDevice(bytes); }
   void FreeScratch(void* p) override {
     if (p != nullptr) FreeDevice(p);
@@ -81,6 +84,7 @@ class FakeDeviceOps final : public DeviceOps {
   size_t ipc_opens() const { return ipc_opens_.load(); }
   size_t ipc_closes() const { return ipc_closes_.load(); }
   size_t reduce_launches() const { return reduce_launches_.load(); }
+  size_t premul_launches() const { return premul_launches_.load(); }
   // FreeDevice calls on memory some rank still had open through IPC:
   // undefined behaviour with CUDA, so tests expect none.
   size_t frees_while_mapped() const { return frees_while_mapped_.load(); }
@@ -116,7 +120,8 @@ class FakeDeviceOps final : public DeviceOps {
   std::atomic<bool> fail_next_copy_{false};
   std::atomic<bool> stopping_{false};
   uint64_t next_serial_ = 0;
-  std::atomic<size_t> ipc_opens_{0}, ipc_closes_{0}, reduce_launches_{0}, frees_while_mapped_{0};
+  std::atomic<size_t> ipc_opens_{0}, ipc_closes_{0}, reduce_launches_{0}, frees_while_mapped_{0},
+      premul_launches_{0};
   FakeIpc ipc_{*this};
 };
 

@@ -92,6 +92,33 @@ __global__ void __launch_bounds__(kThreads)
   for (size_t i = tail + tid; i < count; i += stride) buf[i] = ScaleElem<E>(buf[i], nranks);
 }
 
+// dst = src * scalar (kProd's element semantics), the scalar taken from
+// `at` (device memory, read by every thread) when not null, else `value`.
+template <class E>
+__global__ void __launch_bounds__(kThreads)
+    PreMulKernel(typename StorageOf<E>::type* dst, const typename StorageOf<E>::type* src,
+                 typename StorageOf<E>::type value, const typename StorageOf<E>::type* at,
+                 size_t head, size_t packs, size_t count) {
+  using S = typename StorageOf<E>::type;
+  using cuda_reduce::ProdOp;
+  constexpr int kV = Pack<S>::kElems;
+  const S s = at != nullptr ? *at : value;
+  const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  S* vd = dst + head;
+  const S* vs = src + head;
+  for (size_t p = tid; p < packs; p += stride) {
+    const Pack<S> x = LoadPack(vs + p * kV);
+    Pack<S> r;
+#pragma unroll
+    for (int j = 0; j < kV; ++j) r.e[j] = ApplyElem<E, ProdOp>(x.e[j], s);
+    StorePack(vd + p * kV, r);
+  }
+  const size_t tail = head + packs * kV;
+  for (size_t i = tid; i < head; i += stride) dst[i] = ApplyElem<E, ProdOp>(src[i], s);
+  for (size_t i = tail + tid; i < count; i += stride) dst[i] = ApplyElem<E, ProdOp>(src[i], s);
+}
+
 // Blocks for `work` independent units: enough to cover it, at most a full
 // device's worth (the kernels stride over the rest).
 Result<unsigned> GridFor(size_t work) {
@@ -137,9 +164,28 @@ Status LaunchScale(void* buf, size_t count, int nranks, cudaStream_t stream) {
   return cuda::CudaStatus(cudaGetLastError(), "ScaleKernel launch");
 }
 
+using PreMulLaunch = Status (*)(void*, const void*, size_t, const void*, const void*, cudaStream_t);
+
+template <class E>
+Status LaunchPreMul(void* dst, const void* src, size_t count, const void* value, const void* at,
+                    cudaStream_t stream) {
+  using S = typename StorageOf<E>::type;
+  const void* ptrs[2] = {dst, src};
+  const VectorSplit split = SplitForVectors(count, sizeof(S), ptrs, 2);
+  const size_t rest = count - split.packs * Pack<S>::kElems;
+  LOOM_ASSIGN_OR_RETURN(const unsigned blocks, GridFor(split.packs > rest ? split.packs : rest));
+  S v{};
+  if (at == nullptr) memcpy(&v, value, sizeof v);
+  PreMulKernel<E><<<blocks, kThreads, 0, stream>>>(static_cast<S*>(dst), static_cast<const S*>(src),
+                                                   v, static_cast<const S*>(at), split.head,
+                                                   split.packs, count);
+  return cuda::CudaStatus(cudaGetLastError(), "PreMulKernel launch");
+}
+
 struct LaunchTable {
   ReduceLaunch reduce[kNumDataTypes][kNumRedOps];
   ScaleLaunch scale[kNumDataTypes];
+  PreMulLaunch premul[kNumDataTypes];
 };
 
 template <class E>
@@ -151,6 +197,7 @@ void Fill(LaunchTable& t, DataType type) {
   t.reduce[i][static_cast<int>(RedOp::kMin)] = &LaunchReduce<E, cuda_reduce::MinOp>;
   t.reduce[i][static_cast<int>(RedOp::kAvg)] = &LaunchReduce<E, cuda_reduce::SumOp>;
   t.scale[i] = &LaunchScale<E>;
+  t.premul[i] = &LaunchPreMul<E>;
 }
 
 const LaunchTable& Table() {
@@ -192,6 +239,20 @@ Status CudaScaleForAvg(void* buf, size_t count, DataType type, int nranks, cudaS
   }
   if (count == 0 || nranks == 1) return Status::Ok();
   return Table().scale[static_cast<int>(type)](buf, count, nranks, stream);
+}
+
+Status CudaPreMulInto(void* dst, const void* src, size_t count, DataType type,
+                      const PreMulScalar& scalar, cudaStream_t stream) {
+  if (!IsValid(type) || scalar.type != type) {
+    return InvalidArgument("CudaPreMulInto: invalid datatype " +
+                           std::to_string(static_cast<int>(type)) + " or a scalar of another type");
+  }
+  if (count == 0) return Status::Ok();
+  const bool at = scalar.where == PreMulScalar::Where::kPointer;
+  if (at && scalar.pointer == nullptr)
+    return InvalidArgument("CudaPreMulInto: null scalar pointer");
+  return Table().premul[static_cast<int>(type)](dst, src, count, scalar.value,
+                                                at ? scalar.pointer : nullptr, stream);
 }
 
 }  // namespace loom

@@ -40,4 +40,13 @@ Status CudaReduceInto(void* dst, const void* a, const void* b, size_t count, Dat
 // 1 launches nothing. Same stream, error and threading contract as above.
 Status CudaScaleForAvg(void* buf, size_t count, DataType type, int nranks, cudaStream_t stream);
 
+// Enqueues a PreMulSum's scaling, dst[i] = src[i] * scalar with PreMulInto's
+// semantics (reduce.h). A kPointer scalar is device memory (or memory the
+// device can read), read by the kernel when it runs, in stream order; a
+// kValue scalar is passed by value. dst may equal src. scalar.type must be
+// `type` (kInvalidArgument otherwise). Same stream, error and threading
+// contract as above.
+Status CudaPreMulInto(void* dst, const void* src, size_t count, DataType type,
+                      const PreMulScalar& scalar, cudaStream_t stream);
+
 }  // namespace loom

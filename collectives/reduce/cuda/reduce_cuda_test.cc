@@ -146,6 +146,30 @@ TEST_F(CudaReduceTest, ScaleForAvgMatchesCpu) {
   }
 }
 
+TEST_F(CudaReduceTest, PreMulMatchesCpuWithTheScalarByValueAndOnTheDevice) {
+  for (DataType t : kAllTypes) {
+    const size_t es = SizeOf(t);
+    for (size_t n : {size_t{1}, size_t{33}, size_t{100003}}) {
+      const std::vector<uint8_t> v = Awkward(n, t, n * 3);
+      const std::vector<uint8_t> sv = Awkward(1, t, n * 3 + 1);
+      std::vector<uint8_t> want(v.size());
+      PreMulInto(want.data(), v.data(), n, t, sv.data());
+      for (bool on_device : {false, true}) {
+        const Reduction red = on_device ? Reduction::PreMulSumAt(DeviceCopy(sv, 0), t)
+                                        : Reduction::PreMulSum(sv.data(), t);
+        // Out of place, dst misaligned against src, then in place.
+        const char* src = DeviceCopy(v, es);
+        char* dst = DeviceCopy(std::vector<uint8_t>(v.size()), 0);
+        ASSERT_TRUE(CudaPreMulInto(dst, src, n, t, red.scalar, stream_.get()).ok());
+        ASSERT_EQ(HostCopy(dst, v.size()), want) << Name(t) << " n=" << n << " dev=" << on_device;
+        char* buf = DeviceCopy(v, 0);
+        ASSERT_TRUE(CudaPreMulInto(buf, buf, n, t, red.scalar, stream_.get()).ok());
+        ASSERT_EQ(HostCopy(buf, v.size()), want) << Name(t) << " in place n=" << n;
+      }
+    }
+  }
+}
+
 TEST_F(CudaReduceTest, InvalidArgumentsLaunchNothing) {
   const Status bad_type = CudaReduceInto(nullptr, nullptr, nullptr, 4, static_cast<DataType>(42),
                                          RedOp::kSum, stream_.get());

@@ -126,16 +126,17 @@ class Communicator {
   Result<int> cuda_device() const;
 
   // --- non-blocking forms: issue and return a Work ---
-  Work AllReduceAsync(const void* sendbuf, void* recvbuf, size_t count, DataType type, RedOp op);
+  Work AllReduceAsync(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                      const Reduction& op);
   // recvcount elements land on each rank; sendbuf holds size()*recvcount.
   Work ReduceScatterAsync(const void* sendbuf, void* recvbuf, size_t recvcount, DataType type,
-                          RedOp op);
+                          const Reduction& op);
   // recvbuf holds size()*sendcount.
   Work AllGatherAsync(const void* sendbuf, void* recvbuf, size_t sendcount, DataType type);
   Work BroadcastAsync(const void* sendbuf, void* recvbuf, size_t count, DataType type, int root);
   // recvbuf matters on root only.
-  Work ReduceAsync(const void* sendbuf, void* recvbuf, size_t count, DataType type, RedOp op,
-                   int root);
+  Work ReduceAsync(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                   const Reduction& op, int root);
   // count elements to and from each peer; buffers hold size()*count.
   Work AllToAllAsync(const void* sendbuf, void* recvbuf, size_t count, DataType type);
   Work SendAsync(const void* buf, size_t count, DataType type, int peer);
@@ -143,13 +144,14 @@ class Communicator {
   Work BarrierAsync();
 
   // --- blocking forms: issue and wait (bounded by the timeout) ---
-  Status AllReduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, RedOp op);
+  Status AllReduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                   const Reduction& op);
   Status ReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType type,
-                       RedOp op);
+                       const Reduction& op);
   Status AllGather(const void* sendbuf, void* recvbuf, size_t sendcount, DataType type);
   Status Broadcast(const void* sendbuf, void* recvbuf, size_t count, DataType type, int root);
-  Status Reduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, RedOp op,
-                int root);
+  Status Reduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                const Reduction& op, int root);
   Status AllToAll(const void* sendbuf, void* recvbuf, size_t count, DataType type);
   Status Send(const void* buf, size_t count, DataType type, int peer);
   Status Recv(void* buf, size_t count, DataType type, int peer);
@@ -165,16 +167,16 @@ class Communicator {
   // are then undefined. With host buffers the stream is not used and the
   // call is the blocking form above. Inside a group: collected, and
   // GroupEnd issues the batch releasing each stream once.
-  Status AllReduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, RedOp op,
-                   GpuStream stream);
+  Status AllReduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                   const Reduction& op, GpuStream stream);
   Status ReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType type,
-                       RedOp op, GpuStream stream);
+                       const Reduction& op, GpuStream stream);
   Status AllGather(const void* sendbuf, void* recvbuf, size_t sendcount, DataType type,
                    GpuStream stream);
   Status Broadcast(const void* sendbuf, void* recvbuf, size_t count, DataType type, int root,
                    GpuStream stream);
-  Status Reduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, RedOp op,
-                int root, GpuStream stream);
+  Status Reduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                const Reduction& op, int root, GpuStream stream);
   Status AllToAll(const void* sendbuf, void* recvbuf, size_t count, DataType type,
                   GpuStream stream);
   Status Send(const void* buf, size_t count, DataType type, int peer, GpuStream stream);

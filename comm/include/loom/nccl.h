@@ -214,6 +214,26 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle);
 ncclResult_t ncclMemAlloc(void** ptr, size_t size);
 ncclResult_t ncclMemFree(void* ptr);
 
+/* --- custom reduction operators --- */
+
+/* Where ncclRedOpCreatePreMulSum finds the scalar. */
+typedef enum {
+  ncclScalarDevice = 0,       /* read through the pointer when each collective runs */
+  ncclScalarHostImmediate = 1 /* read once, now, from host memory */
+} ncclScalarResidence_t;
+
+/* *op = a sum in which this rank first multiplies each element of its input
+ * by *scalar (of datatype). The operator belongs to comm and works only with
+ * collectives of that datatype on it; each rank makes its own, with its own
+ * scalar. ncclScalarDevice: device memory, read in stream order, for device
+ * buffers; with host buffers loom reads host memory there when the
+ * collective runs. */
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                      ncclScalarResidence_t residence, ncclComm_t comm);
+/* Frees an operator of ncclRedOpCreatePreMulSum; collectives already issued
+ * with it are unaffected. ncclInvalidArgument for a built-in or unknown op. */
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm);
+
 /* --- collectives: same arguments and in-place rules as NCCL --- */
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,

@@ -43,6 +43,37 @@ constexpr size_t SizeOf(DataType t) {
   return 0;
 }
 
+// The scalar of a pre-multiplied sum (NCCL's ncclRedOpCreatePreMulSum):
+// every rank multiplies each element of its input by its own scalar, of the
+// operation's datatype, before the inputs are summed. Integers wrap; floats
+// round once (fp16/bf16: the exact fp32 product rounded to nearest even);
+// a NaN product is the canonical quiet NaN.
+struct PreMulScalar {
+  enum class Where : int {
+    kValue,    // `value` holds the scalar, taken when the reduction was made
+    kPointer,  // read from `pointer` when the operation runs: device memory
+               // for device buffers (in stream order), host memory otherwise
+  };
+  Where where = Where::kValue;
+  DataType type = DataType::kFloat32;
+  alignas(8) unsigned char value[8] = {};  // SizeOf(type) bytes of the scalar
+  const void* pointer = nullptr;
+};
+
+// What a reducing collective computes: one of the RedOps, or a sum of
+// pre-multiplied inputs. Every RedOp converts to it implicitly.
+struct Reduction {
+  Reduction(RedOp o) : op(o) {}  // NOLINT(google-explicit-constructor): a RedOp is a Reduction
+  // `scalar` is SizeOf(type) bytes, copied now.
+  static Reduction PreMulSum(const void* scalar, DataType type);
+  // `scalar` is read when each operation runs (see PreMulScalar::kPointer).
+  static Reduction PreMulSumAt(const void* scalar, DataType type);
+
+  RedOp op = RedOp::kSum;  // kSum for a pre-multiplied sum
+  bool premul = false;
+  PreMulScalar scalar;
+};
+
 // nccl-tests spelling: "int8", "uint8", "int32", "uint32", "int64", "uint64",
 // "half", "float", "double", "bfloat16".
 std::string_view Name(DataType t);
