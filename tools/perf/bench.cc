@@ -21,8 +21,8 @@ constexpr size_t kPageBytes = 4096;
 constexpr int kPoisonByte = 0xFF;
 
 // The pattern a collective's inputs carry (reductions use their operator's).
-RedOp FillOp(Collective c, RedOp op) {
-  return UsesRedOp(c) ? op : RedOp::kSum;
+PerfOp FillOp(Collective c, PerfOp op) {
+  return UsesRedOp(c) ? op : PerfOp(RedOp::kSum);
 }
 
 // nccl-tests cannot check in-place alltoall and sendrecv (NCCL does not
@@ -64,15 +64,15 @@ struct Bench::Call {
   void* recv;
   size_t count;
   DataType type;
-  RedOp op;
+  Reduction op;
   int root;
 };
 
 Bench::Bench(Communicator& comm, const PerfOptions& options, HostBuffer& send, HostBuffer& recv)
     : comm_(comm), options_(options), send_(send), recv_(recv) {}
 
-Bench::Call Bench::MakeCall(Collective c, const Geometry& g, DataType type, RedOp op, bool in_place,
-                            int iter) const {
+Bench::Call Bench::MakeCall(Collective c, const Geometry& g, DataType type, PerfOp op,
+                            bool in_place, int iter) const {
   const size_t size = SizeOf(type);
   // Like nccl-tests, successive iterations walk through the buffer so the
   // timing does not live in one warm cache footprint; --fixed-buffers stays
@@ -86,7 +86,12 @@ Bench::Call Bench::MakeCall(Collective c, const Geometry& g, DataType type, RedO
   auto* send = static_cast<char*>(send_.data()) + shift;
   auto* recv = static_cast<char*>(recv_.data()) + shift;
   const auto rank = static_cast<size_t>(comm_.rank());
-  Call call{c, send, recv, g.param_count, type, op, UsesRoot(c) ? options_.root : -1};
+  Reduction red = op.op;
+  if (op.mulsum && UsesRedOp(c)) {
+    const uint64_t scalar = EncodeSmallValue(type, MulSumScalar(comm_.rank()));
+    red = Reduction::PreMulSum(&scalar, type);  // the low bytes: little endian
+  }
+  Call call{c, send, recv, g.param_count, type, red, UsesRoot(c) ? options_.root : -1};
   if (in_place) {
     call.send = recv + g.send_inplace_offset * rank * size;
     call.recv = recv + g.recv_inplace_offset * rank * size;
@@ -169,7 +174,7 @@ Status Bench::CompleteAll() {
   return first;
 }
 
-Status Bench::RunWarmup(Collective c, DataType type, RedOp op) {
+Status Bench::RunWarmup(Collective c, DataType type, PerfOp op) {
   // nccl-tests warms up at the largest size, then at the smallest.
   for (const size_t bytes : {options_.max_bytes, options_.min_bytes}) {
     const Geometry g = ComputeGeometry(c, bytes, SizeOf(type), comm_.size());
@@ -181,10 +186,10 @@ Status Bench::RunWarmup(Collective c, DataType type, RedOp op) {
   return Status::Ok();
 }
 
-void Bench::FillInputs(Collective c, const Geometry& g, DataType type, RedOp op, bool in_place) {
+void Bench::FillInputs(Collective c, const Geometry& g, DataType type, PerfOp op, bool in_place) {
   const size_t size = SizeOf(type);
   const int rank = comm_.rank();
-  const RedOp fill_op = FillOp(c, op);
+  const RedOp fill_op = FillOp(c, op).op;
   auto* recv = static_cast<char*>(recv_.data());
   if (!in_place) {
     FillPattern(send_.data(), type, fill_op, rank, 0, g.send_count);
@@ -199,7 +204,7 @@ void Bench::FillInputs(Collective c, const Geometry& g, DataType type, RedOp op,
 }
 
 Result<int64_t> Bench::CountWrongEverywhere(Collective c, const Geometry& g, DataType type,
-                                            RedOp op, bool in_place) {
+                                            PerfOp op, bool in_place) {
   const int rank = comm_.rank();
   const Expectation e = ExpectationFor(c, g, rank, comm_.size(), options_.root);
   const size_t out_offset =
@@ -234,7 +239,7 @@ Result<double> Bench::ReduceTime(double seconds) {
   return out;
 }
 
-Result<Measurement> Bench::Measure(Collective c, size_t bytes, DataType type, RedOp op,
+Result<Measurement> Bench::Measure(Collective c, size_t bytes, DataType type, PerfOp op,
                                    bool in_place) {
   const Geometry g = ComputeGeometry(c, bytes, SizeOf(type), comm_.size());
   if (options_.check) FillInputs(c, g, type, op, in_place);
@@ -294,11 +299,11 @@ Status Bench::Run(Collective c, const std::function<void(const Row&)>& on_row) {
   }
   // Collectives without an operator run once per type, like nccl-tests;
   // sendrecv loops over -o although the operator does nothing.
-  const std::vector<RedOp> no_op{RedOp::kSum};
-  const std::vector<RedOp>& ops = PrintsRedOp(c) ? options_.ops : no_op;
+  const std::vector<PerfOp> no_op{RedOp::kSum};
+  const std::vector<PerfOp>& ops = PrintsRedOp(c) ? options_.ops : no_op;
   const std::vector<size_t> sizes = SizeSequence(options_);
   for (const DataType type : options_.types) {
-    for (const RedOp op : ops) {
+    for (const PerfOp op : ops) {
       LOOM_TRY(RunWarmup(c, type, op));
       for (const size_t bytes : sizes) {
         const Geometry g = ComputeGeometry(c, bytes, SizeOf(type), comm_.size());

@@ -52,15 +52,15 @@ class Bench {
 
  private:
   struct Call;
-  Call MakeCall(Collective c, const Geometry& g, DataType type, RedOp op, bool in_place,
+  Call MakeCall(Collective c, const Geometry& g, DataType type, PerfOp op, bool in_place,
                 int iter) const;
   // Issues one call; non-blocking forms append their Work to pending_.
   Status Issue(const Call& call);
   Status CompleteAll();
-  Status RunWarmup(Collective c, DataType type, RedOp op);
-  Result<Measurement> Measure(Collective c, size_t bytes, DataType type, RedOp op, bool in_place);
-  void FillInputs(Collective c, const Geometry& g, DataType type, RedOp op, bool in_place);
-  Result<int64_t> CountWrongEverywhere(Collective c, const Geometry& g, DataType type, RedOp op,
+  Status RunWarmup(Collective c, DataType type, PerfOp op);
+  Result<Measurement> Measure(Collective c, size_t bytes, DataType type, PerfOp op, bool in_place);
+  void FillInputs(Collective c, const Geometry& g, DataType type, PerfOp op, bool in_place);
+  Result<int64_t> CountWrongEverywhere(Collective c, const Geometry& g, DataType type, PerfOp op,
                                        bool in_place);
   Result<double> ReduceTime(double seconds);
 

@@ -106,15 +106,21 @@ struct Reference {
   double tolerance = 0;
 };
 
-Reference ReduceReference(DataType t, RedOp op, int nranks, size_t index) {
+Reference ReduceReference(DataType t, PerfOp perf_op, int nranks, size_t index) {
   Reference ref;
+  const RedOp op = perf_op.op;
+  // mulsum: rank r's input times its scalar, then a sum.
+  auto input = [&](int r) {
+    const int v = PatternValue(op, r, index);
+    return perf_op.mulsum ? v * MulSumScalar(r) : v;
+  };
   // Both accumulators run side by side: uint64 wraps modulo 2^64, so its
   // truncation is the wrapped result of any narrower integer; the double is
   // exact for the floats (small-integer sums, products of twos).
-  uint64_t acc = static_cast<uint64_t>(PatternValue(op, 0, index));
+  uint64_t acc = static_cast<uint64_t>(input(0));
   double facc = static_cast<double>(acc);
   for (int r = 1; r < nranks; ++r) {
-    const int v = PatternValue(op, r, index);
+    const int v = input(r);
     const auto u = static_cast<uint64_t>(v);
     switch (op) {
       case RedOp::kSum:
@@ -147,7 +153,8 @@ Reference ReduceReference(DataType t, RedOp op, int nranks, size_t index) {
     return ref;
   }
   const double eps = Epsilon(t);
-  if ((op == RedOp::kSum || op == RedOp::kAvg) && 3.0 * nranks > ExactIntegerLimit(t)) {
+  const double largest = perf_op.mulsum ? 6.0 : 3.0;  // the largest input
+  if ((op == RedOp::kSum || op == RedOp::kAvg) && largest * nranks > ExactIntegerLimit(t)) {
     // Partial sums may round beyond the exact range: one rounding per addition.
     ref.tolerance = nranks * eps * facc;
   }
@@ -193,7 +200,7 @@ void FillPattern(void* buf, DataType type, RedOp op, int rank, size_t first_inde
   }
 }
 
-size_t CountWrongReduced(const void* buf, DataType type, RedOp op, int nranks, size_t first_index,
+size_t CountWrongReduced(const void* buf, DataType type, PerfOp op, int nranks, size_t first_index,
                          size_t count) {
   const size_t size = SizeOf(type);
   size_t wrong = 0;
@@ -246,26 +253,30 @@ Expectation ExpectationFor(Collective c, const Geometry& g, int rank, int nranks
   return e;
 }
 
-size_t CountWrong(const void* out, DataType type, RedOp op, int nranks, const Expectation& e) {
+size_t CountWrong(const void* out, DataType type, PerfOp op, int nranks, const Expectation& e) {
   switch (e.kind) {
     case Expectation::Kind::kNone:
       return 0;
     case Expectation::Kind::kReduced:
       return CountWrongReduced(out, type, op, nranks, e.first_index, e.count);
     case Expectation::Kind::kCopied:
-      return CountWrongCopied(out, type, op, e.source_rank, e.first_index, e.count);
+      return CountWrongCopied(out, type, op.op, e.source_rank, e.first_index, e.count);
     case Expectation::Kind::kBlocks: {
       if (e.block_count == 0) return 0;
       size_t wrong = 0;
       const auto* bytes = static_cast<const char*>(out);
       for (size_t b = 0; b * e.block_count < e.count; ++b) {
-        wrong += CountWrongCopied(bytes + b * e.block_count * SizeOf(type), type, op,
+        wrong += CountWrongCopied(bytes + b * e.block_count * SizeOf(type), type, op.op,
                                   static_cast<int>(b), e.first_index, e.block_count);
       }
       return wrong;
     }
   }
   return 0;
+}
+
+uint64_t EncodeSmallValue(DataType type, int v) {
+  return EncodeSmall(type, v);
 }
 
 void CorruptElement(void* buf, DataType type, size_t index) {

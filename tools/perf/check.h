@@ -32,7 +32,8 @@ void FillPattern(void* buf, DataType type, RedOp op, int rank, size_t first_inde
 
 // Number of k in [0, count) where buf[k] is not the reduction with `op` over
 // ranks [0, nranks) of PatternValue(op, r, first_index + k).
-size_t CountWrongReduced(const void* buf, DataType type, RedOp op, int nranks, size_t first_index,
+// (mulsum: of MulSumScalar(r) * PatternValue(kSum, r, ...)).
+size_t CountWrongReduced(const void* buf, DataType type, PerfOp op, int nranks, size_t first_index,
                          size_t count);
 
 // Number of k in [0, count) where buf[k] != PatternValue(op, rank, first_index + k),
@@ -67,7 +68,11 @@ Expectation ExpectationFor(Collective c, const Geometry& g, int rank, int nranks
 
 // Counts the wrong elements of `out` (the receive side of the call, start of
 // the checked region) against `e`; nranks and op as for the call.
-size_t CountWrong(const void* out, DataType type, RedOp op, int nranks, const Expectation& e);
+size_t CountWrong(const void* out, DataType type, PerfOp op, int nranks, const Expectation& e);
+
+// A small integer in `type`'s layout (the low SizeOf(type) bytes of the
+// result): a mulsum scalar for Reduction::PreMulSum.
+uint64_t EncodeSmallValue(DataType type, int v);
 
 // Flips bits of element `index` of buf so that it no longer matches any
 // pattern value (used by --corrupt-for-test to prove the check can fail).

@@ -235,6 +235,34 @@ TEST_P(PerfCheckReduce, MissingRankIsCaught) {
   }
 }
 
+// mulsum: each rank's sum pattern times MulSumScalar(rank) (1 or 2: a
+// doubling is the input added to itself), then summed; a plain sum of the
+// same inputs is wrong.
+TEST_P(PerfCheckReduce, MulSumPassesEveryTypeAndAPlainSumDoesNot) {
+  const int nranks = GetParam();
+  const size_t count = 257;
+  for (const DataType t : AllTypes()) {
+    Bytes acc;
+    for (int r = 0; r < nranks; ++r) {
+      Bytes in = Filled(t, RedOp::kSum, r, 5, count);
+      ASSERT_TRUE(MulSumScalar(r) == 1 || MulSumScalar(r) == 2);
+      if (MulSumScalar(r) == 2) CombineInto(in, Bytes(in), t, RedOp::kSum);
+      if (r == 0) {
+        acc = in;
+      } else {
+        CombineInto(acc, in, t, RedOp::kSum);
+      }
+    }
+    EXPECT_EQ(CountWrongReduced(acc.data(), t, PerfOp::MulSum(), nranks, 5, count), 0u)
+        << Name(t) << " n=" << nranks;
+    if (nranks >= 2) {
+      const Bytes plain = SimulatedReduce(t, RedOp::kSum, nranks, 5, count, false);
+      EXPECT_GT(CountWrongReduced(plain.data(), t, PerfOp::MulSum(), nranks, 5, count), 16u)
+          << Name(t) << " n=" << nranks;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, PerfCheckReduce, ::testing::Values(1, 2, 3, 4, 7, 8, 16));
 
 TEST(PerfCheck, LargeRankCountsStayWithinTolerance) {

@@ -43,6 +43,14 @@ std::optional<Collective> ParseCollective(std::string_view text) {
   return std::nullopt;
 }
 
+std::string_view Name(PerfOp op) {
+  return op.mulsum ? std::string_view("mulsum") : Name(op.op);
+}
+
+int MulSumScalar(int rank) {
+  return 1 + (rank & 1);
+}
+
 bool UsesRedOp(Collective c) {
   return c == Collective::kAllReduce || c == Collective::kReduceScatter || c == Collective::kReduce;
 }

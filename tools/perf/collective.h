@@ -30,6 +30,25 @@ std::string_view Name(Collective c);
 // ("allreduce", "alltoall_perf"). nullopt for anything else.
 std::optional<Collective> ParseCollective(std::string_view text);
 
+// An operator of -o: a RedOp, or nccl-tests' "mulsum", a pre-multiplied sum
+// (ncclRedOpCreatePreMulSum) in which rank r scales its input by
+// MulSumScalar(r). Every RedOp converts to one.
+struct PerfOp {
+  PerfOp(RedOp o = RedOp::kSum) : op(o) {}  // NOLINT(google-explicit-constructor)
+  static PerfOp MulSum() {
+    PerfOp p(RedOp::kSum);
+    p.mulsum = true;
+    return p;
+  }
+  bool operator==(const PerfOp&) const = default;
+  RedOp op;  // kSum for mulsum (its input pattern is sum's)
+  bool mulsum = false;
+};
+// The RedOp's nccl-tests name, or "mulsum".
+std::string_view Name(PerfOp op);
+// 1 for even ranks, 2 for odd ones: exact in every type.
+int MulSumScalar(int rank);
+
 // Whether the collective takes a reduction operator / a root; when not,
 // the table shows "none" / -1 like nccl-tests. sendrecv is the exception
 // nccl-tests makes: it prints (and loops over) the -o operator.

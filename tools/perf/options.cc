@@ -73,15 +73,18 @@ Result<long> ParseInt(std::string_view flag, const std::string& text, long lo, l
   return v;
 }
 
-Result<std::vector<RedOp>> ParseOps(const std::string& text) {
+Result<std::vector<PerfOp>> ParseOps(const std::string& text) {
   if (text == "all") {
-    // nccl-tests' order for -o all (its premul "mulsum" has no loom equivalent).
-    return std::vector<RedOp>{RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg};
+    // nccl-tests' order for -o all.
+    return std::vector<PerfOp>{RedOp::kSum, RedOp::kProd, RedOp::kMax,
+                               RedOp::kMin, RedOp::kAvg,  PerfOp::MulSum()};
   }
+  if (text == "mulsum") return std::vector<PerfOp>{PerfOp::MulSum()};
   for (int i = 0; i < kNumRedOps; ++i) {
-    if (Name(static_cast<RedOp>(i)) == text) return std::vector<RedOp>{static_cast<RedOp>(i)};
+    if (Name(static_cast<RedOp>(i)) == text) return std::vector<PerfOp>{static_cast<RedOp>(i)};
   }
-  return InvalidArgument("-o: unknown operator '" + text + "' (sum, prod, min, max, avg, all)");
+  return InvalidArgument("-o: unknown operator '" + text +
+                         "' (sum, prod, min, max, avg, mulsum, all)");
 }
 
 Result<std::vector<DataType>> ParseTypes(const std::string& text) {
@@ -362,7 +365,7 @@ std::string Usage() {
          "\t[-w,--warmup_iters <warmup iteration count>] (default 5)\n"
          "\t[-p,--parallel_init <0/1>] (accepted, no effect)\n"
          "\t[-c,--check <0/1>] (default 1)\n"
-         "\t[-o,--op <sum/prod/min/max/avg/all>] (default sum)\n"
+         "\t[-o,--op <sum/prod/min/max/avg/mulsum/all>] (default sum)\n"
          "\t[-d,--datatype <int8/uint8/int32/uint32/int64/uint64/half/float/double/bfloat16/all>]"
          " (default float)\n"
          "\t[-r,--root <root>] (default 0)\n"

@@ -25,7 +25,7 @@ struct PerfOptions {
   int warmup_iters = 5;                 // -w
   int agg_iters = 1;                    // -m: collectives per group in a timed iteration
   int check = 1;                        // -c: 0 = no data check
-  std::vector<RedOp> ops{RedOp::kSum};  // -o (several for "all")
+  std::vector<PerfOp> ops{RedOp::kSum};             // -o (several for "all")
   std::vector<DataType> types{DataType::kFloat32};  // -d (several for "all")
   int root = 0;                                     // -r
   bool blocking = false;                            // -z 1

@@ -38,7 +38,7 @@ TEST(PerfOptions, DefaultsAreNcclTests) {
   EXPECT_EQ(o.warmup_iters, 5);
   EXPECT_EQ(o.agg_iters, 1);
   EXPECT_EQ(o.check, 1);
-  EXPECT_EQ(o.ops, std::vector<RedOp>{RedOp::kSum});
+  EXPECT_EQ(o.ops, std::vector<PerfOp>{RedOp::kSum});
   EXPECT_EQ(o.types, std::vector<DataType>{DataType::kFloat32});
   EXPECT_EQ(o.root, 0);
   EXPECT_FALSE(o.blocking);
@@ -65,7 +65,7 @@ TEST(PerfOptions, EveryShortFlag) {
   EXPECT_EQ(o.warmup_iters, 0);
   EXPECT_EQ(o.agg_iters, 3);
   EXPECT_EQ(o.check, 0);
-  EXPECT_EQ(o.ops, std::vector<RedOp>{RedOp::kMax});
+  EXPECT_EQ(o.ops, std::vector<PerfOp>{RedOp::kMax});
   EXPECT_EQ(o.types, std::vector<DataType>{DataType::kBfloat16});
   EXPECT_EQ(o.root, 2);
   EXPECT_TRUE(o.blocking);
@@ -85,7 +85,7 @@ TEST(PerfOptions, GluedAndLongForms) {
   EXPECT_EQ(r->step_factor, 4u);
   EXPECT_EQ(r->iters, 3);
   EXPECT_EQ(r->types, std::vector<DataType>{DataType::kFloat16});
-  EXPECT_EQ(r->ops, std::vector<RedOp>{RedOp::kMin});
+  EXPECT_EQ(r->ops, std::vector<PerfOp>{RedOp::kMin});
   EXPECT_EQ(r->json_path, "-");
   EXPECT_TRUE(r->corrupt_for_test);
   EXPECT_TRUE(r->fixed_buffers);
@@ -103,8 +103,12 @@ TEST(PerfOptions, AllExpandsCollectivesOpsAndTypes) {
   EXPECT_EQ(r->collectives.front(), Collective::kAllReduce);
   EXPECT_EQ(r->collectives.back(), Collective::kSendRecv);
   // nccl-tests' order.
-  EXPECT_EQ(r->ops,
-            (std::vector<RedOp>{RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg}));
+  EXPECT_EQ(r->ops, (std::vector<PerfOp>{RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin,
+                                         RedOp::kAvg, PerfOp::MulSum()}));
+  auto m = Parse({"all_reduce", "-o", "mulsum"});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->ops, std::vector<PerfOp>{PerfOp::MulSum()});
+  EXPECT_EQ(Name(m->ops.front()), "mulsum");
   EXPECT_EQ(r->types.size(), static_cast<size_t>(kNumDataTypes));
 }
 
@@ -141,7 +145,7 @@ TEST(PerfOptions, RejectsBadInput) {
   EXPECT_NE(Error({"all_reduce", "-n", "0"}).find("outside"), std::string::npos);
   EXPECT_NE(Error({"all_reduce", "-r", "-1"}).find("outside"), std::string::npos);
   EXPECT_NE(Error({"all_reduce", "-n", "5x"}).find("not an integer"), std::string::npos);
-  EXPECT_NE(Error({"all_reduce", "-o", "mulsum"}).find("unknown operator"), std::string::npos);
+  EXPECT_NE(Error({"all_reduce", "-o", "premul"}).find("unknown operator"), std::string::npos);
   EXPECT_NE(Error({"all_reduce", "-d", "fp8"}).find("unknown datatype"), std::string::npos);
   EXPECT_NE(Error({"all_reduce", "-b", "2K", "-e", "1K"}).find("2048 > 1024"), std::string::npos);
   EXPECT_NE(Error({"all_reduce", "-b", "0", "-e", "1K", "-f", "2"}).find("never grows"),

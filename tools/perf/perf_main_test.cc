@@ -48,6 +48,7 @@ TEST_F(PerfMainTest, AllCollectivesPassTheirCheckAndWriteJson) {
     EXPECT_NE(s.find(c), std::string::npos) << c;
   }
   EXPECT_NE(s.find("\"type\": \"bfloat16\", \"redop\": \"avg\""), std::string::npos);
+  EXPECT_NE(s.find("\"type\": \"half\", \"redop\": \"mulsum\""), std::string::npos);
   EXPECT_NE(s.find("\"out_of_bounds\": 0"), std::string::npos);
   std::remove(json.c_str());
 }
