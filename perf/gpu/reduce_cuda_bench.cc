@@ -99,6 +99,18 @@ Status Run(const Options& opt) {
     std::printf("| scale (avg) | %s | /3 | %.1f | %.0f | %.0f |\n", std::string(Name(t)).c_str(),
                 ms * 1e3, gbs, 100.0 * gbs / copy_gbs);
   }
+  // A PreMulSum's scaling (dst = src * scalar), the scalar read by the
+  // kernel from device memory (the ncclScalarDevice case).
+  for (DataType t : {DataType::kFloat32, DataType::kBfloat16}) {
+    const size_t count = opt.bytes / SizeOf(t);
+    const Reduction red = Reduction::PreMulSumAt(buf[1], t);  // bytes 0x3C..: a finite scalar
+    LOOM_ASSIGN_OR_RETURN(const double ms, TimeMs(s, opt.iters, [&] {
+                            return CudaPreMulInto(buf[2], buf[0], count, t, red.scalar, s);
+                          }));
+    const double gbs = 2.0 * static_cast<double>(opt.bytes) / (ms * 1e6);
+    std::printf("| premul | %s | *s | %.1f | %.0f | %.0f |\n", std::string(Name(t)).c_str(),
+                ms * 1e3, gbs, 100.0 * gbs / copy_gbs);
+  }
   LOOM_TRY(stream.Synchronize());
   for (void* p : buf) LOOM_CUDA_TRY(cudaFree(p));
   return Status::Ok();
