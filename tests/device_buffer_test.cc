@@ -456,6 +456,23 @@ TEST_P(IpcDeviceBuffers, RanksIssuingDifferentOperationsFailNamingIt) {
   });
 }
 
+// A PreMulSum on one rank and a plain sum on the other would mix scaled and
+// unscaled inputs: the records differ, so both fail naming it.
+TEST_P(IpcDeviceBuffers, APreMulSumAgainstAPlainSumFailsNamingIt) {
+  RunRanks(2, [&](Communicator& c) {
+    GpuStream s = fake_.CreateStream();
+    auto* buf = static_cast<float*>(fake_.AllocDevice(64 * 4));
+    const float two = 2.0f;
+    const Reduction red = c.rank() == 0 ? Reduction::PreMulSum(&two, DataType::kFloat32)
+                                        : Reduction(RedOp::kSum);
+    ASSERT_TRUE(c.AllReduce(buf, buf, 64, DataType::kFloat32, red, s).ok());
+    ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok()) << "the stream must be released";
+    const Status st = c.AsyncError();
+    EXPECT_TRUE(st.code() == Code::kInvalidUsage || st.code() == Code::kRemoteError) << st.ToString();
+    EXPECT_NE(st.message().find("did not run the same"), std::string::npos) << st.message();
+  });
+}
+
 TEST_P(IpcDeviceBuffers, AFailedOperationClosesTheMappingsItOpened) {
   // Rank 2 issues another op: ranks 0 and 1 map each other's buffers, then
   // find the mismatch and fail. Nothing was enqueued, so each closes what it
