@@ -87,11 +87,8 @@ Status Communicator::Impl::Validate(const CollArgs& a) const {
     return InvalidArgument(std::string(what) + ": invalid reduction op " +
                            std::to_string(static_cast<int>(a.op)));
   }
+  // Only AllReduce, ReduceScatter and Reduce take a Reduction.
   if (a.premul) {
-    if (a.kind != OpKind::kAllReduce && a.kind != OpKind::kReduceScatter &&
-        a.kind != OpKind::kReduce) {
-      return InvalidArgument(std::string(what) + " takes no reduction, so no PreMulSum");
-    }
     if (a.op != RedOp::kSum) {
       return InvalidArgument(std::string(what) + ": a PreMulSum reduces with sum, not " +
                              std::string(Name(a.op)));

@@ -345,6 +345,13 @@ Status DevicePath::StageAndQueue(std::vector<CollArgs> items, const std::vector<
       streams.push_back(p.stream);
     }
   }
+  // Each staged item's scalar slot (0 for most), classified once, before
+  // anything is enqueued.
+  std::vector<size_t> slots(items.size(), 0);
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!where[i].device || where[i].ipc) continue;
+    LOOM_ASSIGN_OR_RETURN(slots[i], ScalarSlotBytes(items[i]));
+  }
   std::vector<Block*> taken;
   auto untake = [&] {
     for (Block* b : taken) b->staging = false;
@@ -355,14 +362,8 @@ Status DevicePath::StageAndQueue(std::vector<CollArgs> items, const std::vector<
     for (size_t i = 0; i < items.size(); ++i) {
       if (!where[i].device || where[i].ipc || where[i].stream != stream) continue;
       const Extents e = ExtentsOf(items[i], rank, size);
-      Result<size_t> slot = ScalarSlotBytes(items[i]);
-      if (!slot.ok()) {
-        failed = slot.status();
-        break;
-      }
-      need += AlignUp(e.send) + AlignUp(e.recv) + slot.value();
+      need += AlignUp(e.send) + AlignUp(e.recv) + slots[i];
     }
-    if (!failed.ok()) break;
     Result<Block*> block = Acquire(need);
     if (!block.ok()) {
       failed = block.status();
@@ -395,11 +396,9 @@ Status DevicePath::StageAndQueue(std::vector<CollArgs> items, const std::vector<
       off += AlignUp(e.recv);
       if (e.send > 0) failed = ops_->CopyAsync(const_cast<void*>(a.send), user_send, e.send, stream);
       if (e.recv > 0) back.push_back({user_recv, a.recv, e.recv});
-      Result<size_t> slot = ScalarSlotBytes(a);
-      if (failed.ok() && !slot.ok()) failed = slot.status();
-      if (failed.ok() && slot.value() > 0) {
+      if (failed.ok() && slots[i] > 0) {
         failed = StageScalar(a, base + off, stream);
-        off += slot.value();
+        off += slots[i];
       }
     }
     if (failed.ok()) failed = ops_->RecordEvent(b->ready, stream);
