@@ -611,8 +611,31 @@ Status Communicator::Impl::Finalize() {
   // read our last bytes after we leave: shm FIFOs stay mapped on their side,
   // TCP delivers before the close, and the goodbye keeps the store from
   // reporting us as vanished.
+  // Peers close their mappings of this rank's copy buffer (so it can be
+  // freed), and stop asking this rank to close any once it said goodbye.
+  if (store_) (void)ipc_.RetireCopyBuffer(*store_, OpDeadline());
+  ipc_.CloseAllMappings();
   if (store_) store_->Bye();
   return s;
+}
+
+Result<uint64_t> Communicator::Impl::RegisterBuffer(const void* buf, size_t bytes) {
+  if (buf == nullptr) return InvalidArgument("RegisterBuffer: buf is null");
+  if (bytes == 0) return InvalidArgument("RegisterBuffer: bytes is 0");
+  if (reinterpret_cast<uintptr_t>(buf) > UINTPTR_MAX - bytes) {
+    return InvalidArgument("RegisterBuffer: " + std::to_string(bytes) +
+                           " bytes from the buffer's address wrap around the address space");
+  }
+  return ipc_.Register(buf, bytes);
+}
+
+Status Communicator::Impl::DeregisterBuffer(uint64_t handle) {
+  LOOM_ASSIGN_OR_RETURN(const DeviceIpc::Allocation mapped, ipc_.Unregister(handle));
+  if (mapped.size == 0) return Status::Ok();
+  // Operations issued before may still read it, here and on the peers.
+  LOOM_TRY(Drain(OpDeadline()));
+  return ipc_.ClosePeerMappings(*store_, mapped, OpDeadline())
+      .WithContext("rank " + std::to_string(rank) + ": DeregisterBuffer");
 }
 
 // ---------------------------------------------------------------- Communicator
@@ -667,6 +690,14 @@ Status Communicator::AsyncError() const { return impl_->AsyncError(); }
 int Communicator::rank() const { return impl_->rank; }
 int Communicator::size() const { return impl_->size; }
 const std::string& Communicator::host() const { return impl_->host; }
+Result<uint64_t> Communicator::RegisterBuffer(const void* buf, size_t bytes) {
+  return impl_->RegisterBuffer(buf, bytes);
+}
+
+Status Communicator::DeregisterBuffer(uint64_t handle) {
+  return impl_->DeregisterBuffer(handle);
+}
+
 Result<int> Communicator::cuda_device() const {
   if (impl_->cuda_device < 0) {
     return InvalidUsage("rank " + std::to_string(impl_->rank) +

@@ -86,6 +86,9 @@ class Communicator::Impl {
   // is executing (then the caller sleeps on the Work as usual).
   void HelpUntil(const Work::State* target);
   Status Finalize();
+  // Communicator::RegisterBuffer / DeregisterBuffer.
+  Result<uint64_t> RegisterBuffer(const void* buf, size_t bytes);
+  Status DeregisterBuffer(uint64_t handle);
   void Abort(const Status& why);
   Status AsyncError() const;
   Result<std::unique_ptr<Communicator>> Split(int color, int key, const CommConfig& config);

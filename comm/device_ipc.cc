@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <random>
 #include <thread>
@@ -15,6 +15,7 @@
 #include "comm/base/log.h"
 #include "comm/base/params.h"
 #include "comm/bootstrap/store_client.h"
+#include "comm/bootstrap/wire.h"
 #include "topology/discover.h"
 
 namespace loom {
@@ -24,6 +25,11 @@ namespace {
 constexpr uint32_t kRecordMagic = 0x6c6f6970;  // "loip"
 constexpr auto kDrainWait = std::chrono::seconds(10);
 constexpr auto kIdleWait = std::chrono::milliseconds(100);  // CloseMappingsIfIdle
+constexpr uint8_t kKeepSend = 1, kKeepRecv = 2;             // OpRecord::keep
+
+// The notices of ClosePeerMappings, as store payloads.
+constexpr uint32_t kCloseRequest = 0x6c63;  // owner -> peer: id, base, size
+constexpr uint32_t kCloseAnswer = 0x6c61;   // peer -> owner: id, busy (0 or 1)
 
 // What a rank tells its peers about one operation's buffers.
 struct OpRecord {
@@ -33,7 +39,7 @@ struct OpRecord {
   uint8_t has_send = 0;
   uint8_t has_recv = 0;
   uint8_t exported = 1;  // 0: a buffer could not be exported (reason in `why`)
-  uint8_t pad = 0;
+  uint8_t keep = 0;      // kKeepSend | kKeepRecv: registered, so peers keep the mapping
   // The operation as this rank issued it, to name a mismatch.
   uint64_t count = 0;
   int32_t kind = 0, type = 0, op = 0, root = 0;
@@ -199,6 +205,7 @@ Status DeviceIpc::Setup(cuda::DeviceOps* ops, bootstrap::StoreClient& store, int
   if (!device.ok()) return device.status();
   device_ = device.value();
   cache_ = std::make_unique<cuda::IpcMappingCache>(&ops->ipc());
+  copy_limit_ = static_cast<size_t>(std::max<int64_t>(0, params::kCudaIpcCopyBytes.Get()));
   enabled_ = true;
   why_not_.clear();
   LOOM_INFO(log::kInit | log::kP2P,
@@ -233,6 +240,16 @@ DeviceIpc::~DeviceIpc() {
   }
   ops_->FreeScratch(scratch_);
   for (void* p : retired_) ops_->FreeScratch(p);
+  // Peers map the copy buffer for as long as they live, unless Finalize
+  // had them close it; otherwise freeing it would free memory they have open.
+  if (copy_free_ok_) {
+    ops_->FreeScratch(copy_buffer_);
+  } else if (copy_buffer_ != nullptr) {
+    LOOM_INFO(log::kP2P,
+              "rank %d: the communicator was not finalized; its CUDA IPC copy buffer "
+              "stays allocated until the process exits (peers may still map it)",
+              rank_);
+  }
   ops_->DestroyEvent(done_);
   ops_->DestroyStream(stream_);
   cache_.reset();
@@ -256,7 +273,10 @@ Status DeviceIpc::WaitDevice(Deadline deadline, const std::atomic<bool>& abort) 
   auto backoff = std::chrono::microseconds(1);
   for (;;) {
     LOOM_ASSIGN_OR_RETURN(const bool done, ops_->QueryEvent(done_));
-    if (done) return Status::Ok();
+    if (done) {
+      unsettled_.store(false);  // everything queued before has finished too
+      return Status::Ok();
+    }
     if (abort.load()) return RemoteError("aborted while device copies and reductions ran");
     if (deadline.expired()) return TimeoutError("device copies and reductions did not finish in time");
     std::this_thread::sleep_for(backoff);
@@ -275,14 +295,43 @@ Result<void*> DeviceIpc::DeviceScratch(size_t bytes) {
   return scratch_;
 }
 
-Result<const void*> DeviceIpc::PeerPointer(int peer, const cuda::IpcExport& e, bool present) {
+Result<char*> DeviceIpc::CopyBuffer() {
+  if (copy_buffer_ == nullptr) {
+    LOOM_ASSIGN_OR_RETURN(void* p, ops_->AllocScratch(copy_limit_));
+    Result<cuda::IpcExport> x = ops_->ipc().Export(p);
+    if (!x.ok()) {
+      ops_->FreeScratch(p);
+      return x.status();
+    }
+    copy_buffer_ = static_cast<char*>(p);
+    copy_allocation_ = Allocation{x.value().base, x.value().size};
+  }
+  return copy_buffer_;
+}
+
+Status DeviceIpc::RetireCopyBuffer(bootstrap::StoreClient& store, Deadline deadline) {
+  if (copy_buffer_ == nullptr || copy_free_ok_) return Status::Ok();
+  Status s = ClosePeerMappings(store, copy_allocation_, deadline);
+  if (s.ok()) {
+    copy_free_ok_ = true;
+  } else {
+    LOOM_WARN(log::kP2P,
+              "rank %d: keeping the CUDA IPC copy buffer allocated until the process "
+              "exits (peers may still map it): %s",
+              rank_, s.ToString().c_str());
+  }
+  return s;
+}
+
+Result<const void*> DeviceIpc::PeerPointer(int peer, const cuda::IpcExport& e, bool present,
+                                           bool keep) {
   if (!present) return static_cast<const void*>(nullptr);
   // One process: CUDA refuses to open its own handles, and needs no mapping.
   if (process_[peer] == process_[rank_] && !ops_->ipc_within_process()) {
     return reinterpret_cast<const void*>(e.base + e.offset);
   }
-  // Transient: no registration call exists yet (see IpcMappingCache).
-  LOOM_ASSIGN_OR_RETURN(void* p, cache_->Map(peer, e, /*keep=*/false));
+  // Kept across operations when the owner registered it (see IpcMappingCache).
+  LOOM_ASSIGN_OR_RETURN(void* p, cache_->Map(peer, e, keep));
   return static_cast<const void*>(p);
 }
 
@@ -291,6 +340,7 @@ void DeviceIpc::CloseMappingsIfIdle() {
   if (have_stream_) {
     // Work that is still running after a short wait (a timeout, an abort)
     // keeps its mappings: the destructor drains the stream, then closes them.
+    unsettled_.store(true);
     if (!ops_->RecordEvent(done_, stream_).ok()) return;
     const auto until = std::chrono::steady_clock::now() + kIdleWait;
     for (;;) {
@@ -300,6 +350,7 @@ void DeviceIpc::CloseMappingsIfIdle() {
       if (std::chrono::steady_clock::now() >= until) return;
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
+    unsettled_.store(false);
   }
   cache_->ReleaseTransient();
 }
@@ -342,6 +393,7 @@ Status DeviceIpc::RunSendRecv(Engine& e, int r, std::span<const CollArgs> items,
     if (x.ok()) {
       rec.send = x.value();
       rec.has_send = 1;
+      if (Registered(a.send, a.count * SizeOf(a.type))) rec.keep = kKeepSend;
     } else {
       rec.exported = 0;
       std::snprintf(rec.why, sizeof(rec.why), "%s", x.status().message().c_str());
@@ -390,7 +442,8 @@ Status DeviceIpc::RunSendRecv(Engine& e, int r, std::span<const CollArgs> items,
                           " bytes but this rank receives " + std::to_string(want) +
                           ": Send/Recv counts must match");
     }
-    LOOM_ASSIGN_OR_RETURN(const void* src, PeerPointer(a.root, rec.send, true));
+    LOOM_ASSIGN_OR_RETURN(const void* src,
+                          PeerPointer(a.root, rec.send, true, (rec.keep & kKeepSend) != 0));
     LOOM_TRY(ops_->CopyAsync(a.recv, src, want, stream_));
   }
   LOOM_TRY(WaitDevice(deadline, abort));
@@ -426,8 +479,34 @@ Status DeviceIpc::Run(Engine& e, int r, const CollArgs& a, Deadline deadline,
     case OpKind::kAllToAll: share_send = true; break;
     default: return InternalError(std::string("CUDA IPC path has no ") + OpKindName(a.kind));
   }
+  // The bytes of each buffer the operation covers, and this rank's block
+  // of an all-reduce.
+  const bool send_blocks = a.kind == OpKind::kReduceScatter || a.kind == OpKind::kAllToAll;
+  const bool recv_blocks = a.kind == OpKind::kAllGather || a.kind == OpKind::kAllToAll;
+  const size_t send_len = send_blocks ? bytes * n : bytes;
+  const size_t recv_len = recv_blocks ? bytes * n : bytes;
+  const size_t block_align = std::max<size_t>(1, 64 / es);
+  const patterns::Range mine_block = patterns::BlockRange(a.count, n, r, block_align);
+  // Unregistered buffers whose shared bytes fit are copied into this rank's
+  // copy buffer, which peers map once, instead of being mapped by every
+  // peer for this operation alone: [input | this rank's reduced block].
+  const size_t out_off = (send_len + 255) & ~size_t{255};
+  const size_t copy_need =
+      a.kind == OpKind::kAllReduce ? out_off + mine_block.count * es : send_len;
+  const bool keep_send = share_send && Registered(a.send, send_len);
+  const bool keep_recv = share_recv && Registered(a.recv, recv_len);
+  const bool registered = (!share_send || keep_send) && (!share_recv || keep_recv);
+  const bool copy_in = n > 1 && share_send && !registered && copy_need <= copy_limit_;
+  char* shared = nullptr;
+  if (copy_in) {
+    LOOM_ASSIGN_OR_RETURN(shared, CopyBuffer());
+  }
   const void* send = a.send;
-  if (a.kind == OpKind::kAllToAll && a.send == a.recv) {
+  if (copy_in && !a.premul) {
+    LOOM_TRY(ops_->CopyAsync(shared, a.send, send_len, stream_));
+    LOOM_TRY(WaitDevice(deadline, abort));
+    send = shared;
+  } else if (a.kind == OpKind::kAllToAll && a.send == a.recv) {
     // In place: peers read a snapshot while this rank overwrites its buffer.
     LOOM_ASSIGN_OR_RETURN(void* snap, DeviceScratch(bytes * n));
     LOOM_TRY(ops_->CopyAsync(snap, a.send, bytes * n, stream_));
@@ -447,7 +526,10 @@ Status DeviceIpc::Run(Engine& e, int r, const CollArgs& a, Deadline deadline,
         scalar.where = PreMulScalar::Where::kValue;
       }
     }
-    LOOM_ASSIGN_OR_RETURN(void* scaled, DeviceScratch(elems * es));
+    void* scaled = shared;
+    if (!copy_in) {
+      LOOM_ASSIGN_OR_RETURN(scaled, DeviceScratch(elems * es));
+    }
     LOOM_TRY(ops_->PreMulAsync(scaled, a.send, elems, a.type, scalar, stream_));
     LOOM_TRY(WaitDevice(deadline, abort));
     send = scaled;
@@ -461,19 +543,33 @@ Status DeviceIpc::Run(Engine& e, int r, const CollArgs& a, Deadline deadline,
   mine.root = a.root;
   // An export failure (memory from a pool or VMM allocator, say) still
   // sends the record, so every rank fails alike instead of waiting.
-  auto export_into = [&](const void* p, cuda::IpcExport* out, uint8_t* has) {
+  // Peers keep their mappings of registered buffers and of the copy
+  // buffer; never of scratch (freed with this communicator, whatever the
+  // peers' state).
+  auto export_into = [&](const void* p, bool keep, uint8_t keep_bit, cuda::IpcExport* out,
+                         uint8_t* has) {
     if (!mine.exported) return;
     Result<cuda::IpcExport> x = ops_->ipc().Export(p);
     if (x.ok()) {
       *out = x.value();
       *has = 1;
+      if (keep) mine.keep |= keep_bit;
     } else {
       mine.exported = 0;
       std::snprintf(mine.why, sizeof(mine.why), "%s", x.status().message().c_str());
     }
   };
-  if (share_send && n > 1) export_into(send, &mine.send, &mine.has_send);
-  if (share_recv && n > 1) export_into(a.recv, &mine.recv, &mine.has_recv);
+  // Copied in, an all-reduce's peers read this rank's block from the copy
+  // buffer: they add the block's offset to the receive pointer they get.
+  const void* recv_shared =
+      copy_in && share_recv ? shared + out_off - mine_block.offset * es : a.recv;
+  if (share_send && n > 1) {
+    export_into(send, copy_in || (send == a.send && keep_send), kKeepSend, &mine.send,
+                &mine.has_send);
+  }
+  if (share_recv && n > 1) {
+    export_into(recv_shared, copy_in || keep_recv, kKeepRecv, &mine.recv, &mine.has_recv);
+  }
   std::vector<OpRecord> all;
   all.assign(e.size(), OpRecord{});
   all[r] = mine;
@@ -502,8 +598,10 @@ Status DeviceIpc::Run(Engine& e, int r, const CollArgs& a, Deadline deadline,
                           "pass cudaMalloc'ed device buffers "
                           "when CUDA IPC is on; NCCL_P2P_DISABLE=1 stages through host memory)");
     }
-    LOOM_ASSIGN_OR_RETURN(psend[p], PeerPointer(p, all[p].send, all[p].has_send != 0));
-    LOOM_ASSIGN_OR_RETURN(precv[p], PeerPointer(p, all[p].recv, all[p].has_recv != 0));
+    LOOM_ASSIGN_OR_RETURN(psend[p], PeerPointer(p, all[p].send, all[p].has_send != 0,
+                                                (all[p].keep & kKeepSend) != 0));
+    LOOM_ASSIGN_OR_RETURN(precv[p], PeerPointer(p, all[p].recv, all[p].has_recv != 0,
+                                                (all[p].keep & kKeepRecv) != 0));
   }
   const RedOp op = a.op == RedOp::kAvg ? RedOp::kSum : a.op;
   // dst = reduction of `len` bytes at `off` of every rank's send buffer,
@@ -526,13 +624,15 @@ Status DeviceIpc::Run(Engine& e, int r, const CollArgs& a, Deadline deadline,
   };
   switch (a.kind) {
     case OpKind::kAllReduce: {
-      const patterns::Range mine_block = patterns::BlockRange(a.count, n, r, std::max<size_t>(1, 64 / es));
       LOOM_TRY(reduce_all(At(a.recv, mine_block.offset * es), mine_block.offset * es, mine_block.count));
+      if (copy_in) {
+        LOOM_TRY(copy(shared + out_off, At(a.recv, mine_block.offset * es), mine_block.count * es));
+      }
       LOOM_TRY(WaitDevice(deadline, abort));
       LOOM_TRY(SyncWithAll(e, r, a, deadline));  // every block final
       for (int p = 0; p < n; ++p) {
         if (p == r) continue;
-        const patterns::Range b = patterns::BlockRange(a.count, n, p, std::max<size_t>(1, 64 / es));
+        const patterns::Range b = patterns::BlockRange(a.count, n, p, block_align);
         LOOM_TRY(copy(At(a.recv, b.offset * es), At(precv[p], b.offset * es), b.count * es));
       }
       break;
@@ -564,6 +664,165 @@ Status DeviceIpc::Run(Engine& e, int r, const CollArgs& a, Deadline deadline,
   close_on_error.armed = false;
   // Nobody returns (and lets its stream change its buffers) while a peer reads.
   return SyncWithAll(e, r, a, deadline);
+}
+
+// ------------------------------------------------------------ registrations
+
+uint64_t DeviceIpc::Register(const void* ptr, size_t bytes) {
+  Allocation allocation;
+  // Only device memory a peer could map matters; host memory fails Export.
+  if (ops_ != nullptr) {
+    Result<cuda::BufferPlace> place = ops_->Classify(ptr);
+    if (place.ok() && place.value().space == cuda::MemSpace::kDevice) {
+      Result<cuda::IpcExport> x = ops_->ipc().Export(ptr);
+      if (x.ok()) allocation = Allocation{x.value().base, x.value().size};
+    }
+  }
+  std::lock_guard<std::mutex> lock(reg_mu_);
+  const uint64_t handle = next_handle_++;
+  registrations_.emplace(handle, Registration{reinterpret_cast<uintptr_t>(ptr), bytes, allocation});
+  LOOM_INFO(log::kReg, "rank %d: registered %p (%zu bytes) as handle %llu%s", rank_, ptr, bytes,
+            static_cast<unsigned long long>(handle),
+            allocation.size == 0 ? ""
+            : enabled_           ? "; peers keep their CUDA IPC mapping of it"
+                                 : "; device buffers are staged, so nothing maps it");
+  return handle;
+}
+
+Result<DeviceIpc::Allocation> DeviceIpc::Unregister(uint64_t handle) {
+  std::lock_guard<std::mutex> lock(reg_mu_);
+  auto it = registrations_.find(handle);
+  if (it == registrations_.end()) {
+    return InvalidArgument("handle " + std::to_string(handle) +
+                           " was not registered with this communicator (or was deregistered "
+                           "already)");
+  }
+  const Allocation a = it->second.allocation;
+  registrations_.erase(it);
+  LOOM_INFO(log::kReg, "rank %d: deregistered handle %llu", rank_,
+            static_cast<unsigned long long>(handle));
+  if (!enabled_ || a.size == 0) return Allocation{};
+  for (const auto& [h, r] : registrations_) {
+    if (r.allocation.base == a.base && r.allocation.size == a.size) return Allocation{};
+  }
+  return a;
+}
+
+bool DeviceIpc::Registered(const void* p, size_t bytes) const {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(reg_mu_);
+  for (const auto& [h, r] : registrations_) {
+    if (at >= r.ptr && bytes <= r.bytes && at - r.ptr <= r.bytes - bytes) return true;
+  }
+  return false;
+}
+
+Status DeviceIpc::ClosePeerMappings(bootstrap::StoreClient& store, Allocation a,
+                                    Deadline deadline) {
+  if (a.size == 0) return Status::Ok();
+  const int n = static_cast<int>(process_.size());
+  std::vector<int> peers;
+  for (int q = 0; q < n; ++q) {
+    // Ranks of this process read it through raw pointers, unmapped.
+    if (q != rank_ && (process_[q] != process_[rank_] || ops_->ipc_within_process())) {
+      peers.push_back(q);
+    }
+  }
+  if (peers.empty()) return Status::Ok();
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(notice_mu_);
+    id = next_request_++;
+    pending_[id].waiting.insert(peers.begin(), peers.end());
+  }
+  bootstrap::Writer w;
+  w.U32(kCloseRequest);
+  w.U64(id);
+  w.U64(a.base);
+  w.U64(a.size);
+  for (int q : peers) {
+    Status sent = store.Notify(q, w.payload());
+    if (!sent.ok()) {
+      std::lock_guard<std::mutex> lock(notice_mu_);
+      pending_.erase(id);
+      return Status(sent.code(), "cannot ask rank " + std::to_string(q) +
+                                     " to close its CUDA IPC mapping of the deregistered buffer "
+                                     "(do not free it): " +
+                                     sent.message());
+    }
+  }
+  std::unique_lock<std::mutex> lock(notice_mu_);
+  PendingClose& p = pending_[id];
+  notice_cv_.wait_until(lock, deadline.at(), [&] { return p.waiting.empty(); });
+  const PendingClose done = std::move(p);
+  pending_.erase(id);
+  lock.unlock();
+  auto list = [](const auto& ranks) {
+    std::string s;
+    for (int q : ranks) s += (s.empty() ? "" : ",") + std::to_string(q);
+    return s;
+  };
+  if (!done.busy.empty()) {
+    return RemoteError("rank(s) " + list(done.busy) +
+                       " may still read the deregistered buffer (an operation failed there and "
+                       "its device work had not finished): do not free it before their "
+                       "communicators are destroyed");
+  }
+  if (!done.waiting.empty()) {
+    return TimeoutError("rank(s) " + list(done.waiting) +
+                        " did not confirm closing their CUDA IPC mapping of the deregistered "
+                        "buffer in time (stuck, or its store connection is slow): do not free it");
+  }
+  LOOM_TRACE(log::kReg | log::kP2P,
+             "rank %d: %zu peer(s) closed their mapping of %llu bytes at %#llx", rank_,
+             peers.size(), static_cast<unsigned long long>(a.size),
+             static_cast<unsigned long long>(a.base));
+  return Status::Ok();
+}
+
+void DeviceIpc::OnNotice(bootstrap::StoreClient& store, int from, bool gone,
+                         const std::string& payload) {
+  bootstrap::Reader r(payload);
+  const uint32_t kind = r.U32();
+  const uint64_t id = r.U64();
+  if (r.failed()) return;
+  if (kind == kCloseRequest && !gone) {
+    const uint64_t base = r.U64(), size = r.U64();
+    if (r.failed()) return;
+    // The owner's operations on the buffer are over, and each ended after
+    // this rank's device work: nothing reads the mapping, unless a failed
+    // operation left work running.
+    const bool busy = unsettled_.load();
+    if (!busy && cache_ != nullptr) {
+      (void)ops_->SetDevice(device_);  // the reader thread never chose one
+      cache_->ForgetRange(from, base, size);
+    }
+    bootstrap::Writer w;
+    w.U32(kCloseAnswer);
+    w.U64(id);
+    w.U32(busy ? 1 : 0);
+    Status sent = store.Notify(from, w.payload());
+    if (!sent.ok()) {
+      LOOM_WARN(log::kReg, "rank %d: cannot answer rank %d's deregistration: %s", rank_, from,
+                sent.ToString().c_str());
+    }
+    return;
+  }
+  // An answer; or the store's word that the peer asked left (its
+  // mappings closed with its communicator), which counts as one.
+  const bool busy = kind == kCloseAnswer && !gone && r.U32() != 0;
+  if (kind != kCloseAnswer && !(kind == kCloseRequest && gone)) return;
+  std::lock_guard<std::mutex> lock(notice_mu_);
+  auto it = pending_.find(id);
+  if (it == pending_.end() || it->second.waiting.erase(from) == 0) return;
+  if (busy) it->second.busy.push_back(from);
+  if (it->second.waiting.empty()) notice_cv_.notify_all();
+}
+
+void DeviceIpc::CloseAllMappings() {
+  if (cache_ == nullptr || unsettled_.load()) return;
+  if (have_stream_) (void)ops_->SetDevice(device_);
+  cache_->Clear();
 }
 
 }  // namespace loom

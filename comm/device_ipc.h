@@ -32,10 +32,33 @@
 // block is reduced by one rank in one order (own first, then peers by rank),
 // so all ranks end bit-identical. Send/Recv: the receiver copies from the
 // sender's buffer, then acknowledges (RunSendRecv).
+//
+// Unregistered buffers: mapping a peer's buffer costs a
+// cudaIpcOpenMemHandle and a close per operation. So when the bytes peers
+// read from a rank fit LOOM_CUDA_IPC_COPY_BYTES (4 MiB by default), the rank
+// first copies its input into its copy buffer, device memory allocated once
+// that peers map once and keep; an all-reduce also copies its reduced block
+// there. Larger operations map the user's buffers as above. Finalize has
+// every peer close its mapping of the copy buffer (as for a deregistered
+// buffer, below) before the destructor frees it.
+//
+// Registered buffers (Register, what ncclCommRegister promises: the memory
+// stays allocated until deregistered) are marked in the records, and peers
+// keep their mappings of them across operations. Deregister must then make
+// every peer close its mapping before the user may free the memory, and a
+// peer's worker may be idle: so the owner sends each peer a notice through
+// the rendezvous store, whose reader thread closes the mapping and answers
+// (OnNotice), and the owner waits for every answer. No read of the buffer
+// can be under way then: each operation that used it ended with a sync
+// after the peers' device work, and Deregister runs after they completed.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -105,12 +128,48 @@ class DeviceIpc {
   cuda::IpcMappingCache::Stats mapping_stats() const;
   uint64_t operations() const { return operations_; }
 
+  // --- Registered buffers (any thread) ---
+  // The allocation a registration lets peers keep mapped (size 0: none).
+  struct Allocation {
+    uint64_t base = 0;
+    uint64_t size = 0;
+  };
+  // Records [ptr, ptr + bytes) as registered; returns its handle (never 0).
+  // Host memory, and any memory while the IPC path is off, is recorded too
+  // (so its handle can be deregistered) but no peer maps it.
+  uint64_t Register(const void* ptr, size_t bytes);
+  // Forgets `handle`; returns the allocation peers may still keep mapped,
+  // size 0 when none does (or another registration still covers it).
+  // InvalidArgument for a handle not registered (or deregistered already).
+  Result<Allocation> Unregister(uint64_t handle);
+  // Asks every peer that may map `a` to close its mapping and waits for
+  // each answer (a peer that left answers through the store) until
+  // `deadline`. Errors name the ranks: kTimeout for silence, kRemoteError
+  // when a peer's device may still read the buffer (a failed operation's
+  // work had not finished there), or when the store is gone. The memory must
+  // not be freed after an error.
+  Status ClosePeerMappings(bootstrap::StoreClient& store, Allocation a, Deadline deadline);
+  // A notice from rank `from`, on the store's reader thread (see
+  // StoreClient::NoticeCallback).
+  void OnNotice(bootstrap::StoreClient& store, int from, bool gone, const std::string& payload);
+  // Has every peer close its mapping of this rank's copy buffer, so the
+  // destructor may free it (else it stays allocated until the process
+  // exits). Finalize calls it after the last operation.
+  Status RetireCopyBuffer(bootstrap::StoreClient& store, Deadline deadline);
+  // Closes every peer mapping, kept ones too, unless device work may still
+  // read one. Finalize calls it before its goodbye, after which peers no
+  // longer ask this rank to close anything.
+  void CloseAllMappings();
+
  private:
   struct Buffers;  // device_ipc.cc
   Status EnsureStream();
   Status WaitDevice(Deadline deadline, const std::atomic<bool>& abort);
   Result<void*> DeviceScratch(size_t bytes);  // grows scratch_ (never frees in use)
-  Result<const void*> PeerPointer(int peer, const cuda::IpcExport& e, bool present);
+  Result<char*> CopyBuffer();                 // copy_buffer_, allocated at first use
+  Result<const void*> PeerPointer(int peer, const cuda::IpcExport& e, bool present, bool keep);
+  // Whether [p, p + bytes) lies inside one registration.
+  bool Registered(const void* p, size_t bytes) const;
   // An operation that failed closes the peer mappings it opened if its
   // device work is over (none was enqueued, or it finished); otherwise they
   // stay open until the destructor has drained the stream.
@@ -139,6 +198,35 @@ class DeviceIpc {
   // whole device, including the user stream that waits for this operation.
   std::vector<void*> retired_;
   uint64_t operations_ = 0;
+  // LOOM_CUDA_IPC_COPY_BYTES of device memory, allocated at the first
+  // operation that copies in; peers keep it mapped (see Run).
+  size_t copy_limit_ = 0;
+  char* copy_buffer_ = nullptr;
+  Allocation copy_allocation_;
+  bool copy_free_ok_ = false;  // RetireCopyBuffer: no peer maps it any more
+  // Device work of a failed operation may still run (CloseMappingsIfIdle
+  // gave up): mappings must not close under it. Cleared once the stream
+  // drained.
+  std::atomic<bool> unsettled_{false};
+
+  struct Registration {
+    uintptr_t ptr;
+    size_t bytes;
+    Allocation allocation;
+  };
+  mutable std::mutex reg_mu_;
+  std::map<uint64_t, Registration> registrations_;
+  uint64_t next_handle_ = 1;
+
+  // ClosePeerMappings' requests awaiting answers (notice_mu_).
+  struct PendingClose {
+    std::set<int> waiting;  // ranks that have not answered
+    std::vector<int> busy;  // ranks whose device may still read the buffer
+  };
+  std::mutex notice_mu_;
+  std::condition_variable notice_cv_;
+  std::map<uint64_t, PendingClose> pending_;
+  uint64_t next_request_ = 1;
 };
 
 }  // namespace loom

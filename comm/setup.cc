@@ -520,6 +520,13 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     LOOM_TRY(impl->ipc_.Setup(impl->device_.ops(), *impl->store_, rank, gpus, host_ids, deadline)
                  .WithContext(who));
   }
+  // Peers' requests to close CUDA IPC mappings of buffers they deregister,
+  // answered even while this communicator is idle (device_ipc.h). The
+  // store's destructor stops its reader before the Impl goes.
+  bootstrap::StoreClient* store = impl->store_.get();
+  store->SetNoticeCallback([raw, store](int from, bool gone, const std::string& payload) {
+    raw->ipc_.OnNotice(*store, from, gone, payload);
+  });
   // Everyone connected before anyone sends.
   LOOM_TRY(impl->store_->Barrier("connected", deadline));
   impl->worker_ = std::thread([raw] { raw->WorkerLoop(); });

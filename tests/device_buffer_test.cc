@@ -11,6 +11,7 @@
 #include <cstring>
 #include <latch>
 #include <thread>
+#include <vector>
 
 #include "comm/device_ipc.h"
 #include "comm/device_path.h"
@@ -56,6 +57,7 @@ class DeviceBuffers : public ::testing::TestWithParam<bool> {
     unsetenv("NCCL_P2P_DISABLE");
     unsetenv("NCCL_P2P_LEVEL");
     unsetenv("LOOM_CUDA_STAGING_CHUNK");
+    unsetenv("LOOM_CUDA_IPC_COPY_BYTES");
     SetDeviceOpsForTesting(nullptr);
   }
   bool ipc() const { return GetParam(); }
@@ -74,7 +76,8 @@ INSTANTIATE_TEST_SUITE_P(Modes, DeviceBuffers, ::testing::Bool(), ModeName);
 INSTANTIATE_TEST_SUITE_P(Staged, StagedDeviceBuffers, ::testing::Values(false), ModeName);
 INSTANTIATE_TEST_SUITE_P(Ipc, IpcDeviceBuffers, ::testing::Values(true), ModeName);
 
-TEST_P(DeviceBuffers, EveryCollectiveOnTwoThreeAndFourRanks) {
+// Every collective x type x op on 2, 3 and 4 ranks against the reference.
+void EveryCollective(cuda::FakeDeviceOps& fake, bool ipc) {
   const bool quick = std::getenv("LOOM_TEST_QUICK") != nullptr;
   std::vector<DataType> types = {DataType::kInt8,    DataType::kUint8,   DataType::kInt32,
                                  DataType::kUint32,  DataType::kInt64,   DataType::kUint64,
@@ -84,20 +87,31 @@ TEST_P(DeviceBuffers, EveryCollectiveOnTwoThreeAndFourRanks) {
   const std::vector<size_t> counts = {0, 1, 7, 1031};
   for (int n : {2, 3, 4}) {
     RunRanks(n, [&](Communicator& c) {
-      FakeHooks h(fake_);
+      FakeHooks h(fake);
       CheckDeviceCollectives(c, h, types, counts);
     });
   }
   // The reductions ran as device kernels exactly when IPC is on.
-  if (ipc()) {
-    EXPECT_GT(fake_.reduce_launches(), 0u);
-    EXPECT_GT(fake_.ipc_opens(), 0u);
-    EXPECT_EQ(fake_.ipc_closes(), fake_.ipc_opens()) << "every peer mapping closed again";
-    EXPECT_EQ(fake_.frees_while_mapped(), 0u);
+  if (ipc) {
+    EXPECT_GT(fake.reduce_launches(), 0u);
+    EXPECT_GT(fake.ipc_opens(), 0u);
+    EXPECT_EQ(fake.ipc_closes(), fake.ipc_opens()) << "every peer mapping closed again";
+    EXPECT_EQ(fake.frees_while_mapped(), 0u);
   } else {
-    EXPECT_EQ(fake_.reduce_launches(), 0u);
-    EXPECT_EQ(fake_.ipc_opens(), 0u);
+    EXPECT_EQ(fake.reduce_launches(), 0u);
+    EXPECT_EQ(fake.ipc_opens(), 0u);
   }
+}
+
+// Through IPC these sizes are copied into the peers' mapped copy buffers.
+TEST_P(DeviceBuffers, EveryCollectiveOnTwoThreeAndFourRanks) {
+  EveryCollective(fake_, ipc());
+}
+
+// And with LOOM_CUDA_IPC_COPY_BYTES=0 peers map the user's buffers.
+TEST_P(IpcDeviceBuffers, EveryCollectiveMappingTheUsersBuffers) {
+  setenv("LOOM_CUDA_IPC_COPY_BYTES", "0", 1);
+  EveryCollective(fake_, true);
 }
 
 TEST_P(DeviceBuffers, CollectiveStartsAfterEarlierStreamWorkAndReturnsAtOnce) {
@@ -396,6 +410,7 @@ TEST_P(StagedDeviceBuffers, ChunkSizeZeroStagesWholeBuffers) {
 }
 
 TEST_P(IpcDeviceBuffers, PeersAreMappedPerOperationAndEachBlockIsReducedOnce) {
+  setenv("LOOM_CUDA_IPC_COPY_BYTES", "0", 1);  // map the user's buffers
   constexpr int kOps = 20;
   RunRanks(2, [&](Communicator& c) {
     GpuStream s = fake_.CreateStream();
@@ -422,10 +437,59 @@ TEST_P(IpcDeviceBuffers, PeersAreMappedPerOperationAndEachBlockIsReducedOnce) {
   EXPECT_EQ(fake_.pinned_allocations(), 2u) << "only each communicator's signal word";
 }
 
+// Unregistered buffers that fit LOOM_CUDA_IPC_COPY_BYTES are copied into
+// each rank's copy buffer, which peers map once for the communicator's life;
+// the user's buffers are never mapped, so they may be freed at any time.
+TEST_P(IpcDeviceBuffers, SmallOperationsGoThroughCopyBuffersMappedOnce) {
+  constexpr int kOps = 10;
+  std::latch ran(3), first_gone(3);
+  RunRanks(3, [&](Communicator& c) {
+    GpuStream s = fake_.CreateStream();
+    const int n = c.size();
+    const size_t count = 1000;
+    for (int i = 0; i < kOps; ++i) {
+      // Fresh buffers each time, freed at once: nothing maps them.
+      auto* send = static_cast<float*>(fake_.AllocDevice(count * n * 4));
+      auto* recv = static_cast<float*>(fake_.AllocDevice(count * n * 4));
+      for (size_t j = 0; j < count * n; ++j) send[j] = static_cast<float>(j % 9) + c.rank() + i;
+      ASSERT_TRUE(c.AllReduce(send, recv, count, DataType::kFloat32, RedOp::kSum, s).ok());
+      ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+      for (size_t j = 0; j < count; ++j) {
+        ASSERT_EQ(recv[j], 3 * (static_cast<float>(j % 9) + i) + 3) << "all-reduce " << j;
+      }
+      ASSERT_TRUE(c.AllGather(send, recv, count, DataType::kFloat32, s).ok());
+      ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+      for (int p = 0; p < n; ++p) {
+        ASSERT_EQ(recv[p * count + 5], static_cast<float>(5 % 9) + p + i) << "all-gather " << p;
+      }
+      ASSERT_TRUE(c.ReduceScatter(send, recv, count, DataType::kFloat32, RedOp::kMax, s).ok());
+      ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+      const size_t k = c.rank() * count + 4;  // the max is rank 2's input
+      ASSERT_EQ(recv[4], static_cast<float>(k % 9) + 2 + i) << "reduce-scatter";
+      fake_.FreeDevice(send);
+      fake_.FreeDevice(recv);
+    }
+    ran.arrive_and_wait();
+    EXPECT_EQ(fake_.ipc_opens(), 6u) << "each rank maps each peer's copy buffer once";
+    EXPECT_EQ(fake_.ipc_closes(), 0u);
+    EXPECT_TRUE(c.AsyncError().ok()) << c.AsyncError().ToString();
+    // Rank 0's communicator goes first: its peers must have closed their
+    // mappings of its copy buffer before it is freed.
+    if (c.rank() == 0) {
+      ASSERT_TRUE(c.Finalize().ok());
+    }
+    first_gone.arrive_and_wait();
+    if (c.rank() != 0) std::this_thread::sleep_for(milliseconds(100));
+  });
+  EXPECT_EQ(fake_.ipc_closes(), 6u);
+  EXPECT_EQ(fake_.frees_while_mapped(), 0u);
+}
+
 TEST_P(IpcDeviceBuffers, ABufferMayBeFreedOnceTheStreamPassedTheOperation) {
   // NCCL's contract: when the stream has passed the collective, the buffer
   // is the user's again. Freeing it while a peer still had it open through
   // IPC would be undefined behaviour, so no peer may hold it by then.
+  setenv("LOOM_CUDA_IPC_COPY_BYTES", "0", 1);  // map the user's buffers
   RunRanks(2, [&](Communicator& c) {
     GpuStream s = fake_.CreateStream();
     for (int round = 0; round < 3; ++round) {
@@ -478,6 +542,7 @@ TEST_P(IpcDeviceBuffers, AFailedOperationClosesTheMappingsItOpened) {
   // find the mismatch and fail. Nothing was enqueued, so each closes what it
   // opened before its stream is released, not only when the communicator
   // is destroyed.
+  setenv("LOOM_CUDA_IPC_COPY_BYTES", "0", 1);  // map the user's buffers
   std::latch released(3);
   RunRanks(3, [&](Communicator& c) {
     GpuStream s = fake_.CreateStream();
@@ -541,6 +606,135 @@ TEST_P(IpcDeviceBuffers, SendRecvOfDifferentSizesFailsNamingBoth) {
           << st.message();
     }
   });
+}
+
+// ncclCommRegister's promise: a registered buffer stays allocated, so peers
+// keep their mappings of it instead of opening and closing them per
+// operation; DeregisterBuffer closes them on every peer before it returns.
+TEST_P(IpcDeviceBuffers, RegisteredBuffersStayMappedUntilDeregistered) {
+  constexpr int kOps = 20;
+  std::latch ran(2), checked(2), deregistered(2);
+  RunRanks(2, [&](Communicator& c) {
+    GpuStream s = fake_.CreateStream();
+    const size_t count = 4096;
+    auto* send = static_cast<float*>(fake_.AllocDevice(count * 4));
+    auto* recv = static_cast<float*>(fake_.AllocDevice(count * 4));
+    for (size_t i = 0; i < count; ++i) send[i] = static_cast<float>(i % 5) + c.rank();
+    Result<uint64_t> hs = c.RegisterBuffer(send, count * 4);
+    Result<uint64_t> hr = c.RegisterBuffer(recv, count * 4);
+    ASSERT_TRUE(hs.ok() && hr.ok()) << hs.status().ToString() << hr.status().ToString();
+    EXPECT_NE(hs.value(), hr.value());
+    for (int i = 0; i < kOps; ++i) {
+      ASSERT_TRUE(c.AllReduce(send, recv, count, DataType::kFloat32, RedOp::kSum, s).ok());
+    }
+    ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(recv[i], 2 * static_cast<float>(i % 5) + 1) << i;
+    ran.arrive_and_wait();
+    // Each rank opened the peer's two buffers once, and holds them still.
+    EXPECT_EQ(fake_.ipc_opens(), 4u);
+    EXPECT_EQ(fake_.ipc_closes(), 0u);
+    checked.arrive_and_wait();
+    EXPECT_TRUE(c.DeregisterBuffer(hs.value()).ok());
+    EXPECT_TRUE(c.DeregisterBuffer(hr.value()).ok());
+    fake_.FreeDevice(send);
+    fake_.FreeDevice(recv);
+    deregistered.arrive_and_wait();
+    EXPECT_TRUE(c.AsyncError().ok()) << c.AsyncError().ToString();
+  });
+  EXPECT_EQ(fake_.ipc_closes(), 4u);
+  EXPECT_EQ(fake_.frees_while_mapped(), 0u);
+}
+
+// The peers need not call anything: their communicators close the mapping
+// from the store's reader thread while their workers are idle.
+TEST_P(IpcDeviceBuffers, DeregisterClosesTheMappingsOfIdlePeers) {
+  std::latch ran(3), freed(3);
+  RunRanks(3, [&](Communicator& c) {
+    GpuStream s = fake_.CreateStream();
+    auto* buf = static_cast<int64_t*>(fake_.AllocDevice(300 * 8));
+    Result<uint64_t> h = c.RegisterBuffer(buf, 300 * 8);
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    for (int round = 0; round < 3; ++round) {
+      for (int i = 0; i < 300; ++i) buf[i] = c.rank() + i;
+      ASSERT_TRUE(c.AllReduce(buf, buf, 300, DataType::kInt64, RedOp::kSum, s).ok());
+      ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+      ASSERT_EQ(buf[299], 3 + 3 * 299);
+    }
+    ran.arrive_and_wait();
+    if (c.rank() == 0) {
+      ASSERT_TRUE(c.DeregisterBuffer(h.value()).ok());
+      fake_.FreeDevice(buf);
+      EXPECT_EQ(fake_.frees_while_mapped(), 0u) << "a peer still had rank 0's buffer open";
+    }
+    freed.arrive_and_wait();
+    if (c.rank() != 0) {
+      ASSERT_TRUE(c.DeregisterBuffer(h.value()).ok());
+      fake_.FreeDevice(buf);
+    }
+    // The communicators work on as before, on unregistered buffers.
+    auto* again = static_cast<int32_t*>(fake_.AllocDevice(64 * 4));
+    again[0] = 1;
+    ASSERT_TRUE(c.AllReduce(again, again, 64, DataType::kInt32, RedOp::kSum, s).ok());
+    ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+    EXPECT_EQ(again[0], 3);
+    EXPECT_TRUE(c.AsyncError().ok()) << c.AsyncError().ToString();
+  });
+  EXPECT_EQ(fake_.frees_while_mapped(), 0u);
+  EXPECT_EQ(fake_.ipc_closes(), fake_.ipc_opens());
+}
+
+// A peer that finalized closed its mappings first; the store answers for it.
+TEST_P(IpcDeviceBuffers, DeregisterAfterAPeerFinalizedNeedsNoAnswerFromIt) {
+  std::latch ran(2), finalized(2);
+  RunRanks(2, [&](Communicator& c) {
+    GpuStream s = fake_.CreateStream();
+    auto* buf = static_cast<float*>(fake_.AllocDevice(256 * 4));
+    Result<uint64_t> h = c.RegisterBuffer(buf, 256 * 4);
+    ASSERT_TRUE(h.ok());
+    ASSERT_TRUE(c.AllReduce(buf, buf, 256, DataType::kFloat32, RedOp::kSum, s).ok());
+    ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+    ran.arrive_and_wait();
+    if (c.rank() == 1) {
+      ASSERT_TRUE(c.Finalize().ok());
+    }
+    finalized.arrive_and_wait();
+    if (c.rank() == 0) {
+      const auto start = std::chrono::steady_clock::now();
+      EXPECT_TRUE(c.DeregisterBuffer(h.value()).ok());
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+      fake_.FreeDevice(buf);
+    }
+  });
+  EXPECT_EQ(fake_.frees_while_mapped(), 0u);
+}
+
+TEST_P(DeviceBuffers, RegistrationChecksItsArgumentsAndHandles) {
+  RunRanks(2, [&](Communicator& c) {
+    GpuStream s = fake_.CreateStream();
+    auto* dev = static_cast<int32_t*>(fake_.AllocDevice(16 * 4));
+    std::vector<int32_t> host(16);
+    EXPECT_EQ(c.RegisterBuffer(nullptr, 8).status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(c.RegisterBuffer(dev, 0).status().code(), Code::kInvalidArgument);
+    const Status wraps = c.RegisterBuffer(reinterpret_cast<void*>(UINTPTR_MAX - 3), 8).status();
+    EXPECT_EQ(wraps.code(), Code::kInvalidArgument);
+    EXPECT_NE(wraps.message().find("wrap"), std::string::npos) << wraps.message();
+    Result<uint64_t> hd = c.RegisterBuffer(dev, 16 * 4);
+    Result<uint64_t> hh = c.RegisterBuffer(host.data(), 16 * 4);  // host memory: recorded only
+    ASSERT_TRUE(hd.ok() && hh.ok());
+    dev[0] = c.rank() + 1;
+    ASSERT_TRUE(c.AllReduce(dev, dev, 16, DataType::kInt32, RedOp::kSum, s).ok());
+    ASSERT_TRUE(fake_.Synchronize(s, Soon()).ok());
+    EXPECT_EQ(dev[0], 3);
+    const Status unknown = c.DeregisterBuffer(hd.value() + 1000);
+    EXPECT_EQ(unknown.code(), Code::kInvalidArgument);
+    EXPECT_NE(unknown.message().find("not registered"), std::string::npos) << unknown.message();
+    EXPECT_TRUE(c.DeregisterBuffer(hh.value()).ok());
+    EXPECT_EQ(c.DeregisterBuffer(hh.value()).code(), Code::kInvalidArgument) << "twice";
+    EXPECT_TRUE(c.DeregisterBuffer(hd.value()).ok());
+    ASSERT_TRUE(c.Barrier().ok());
+    fake_.FreeDevice(dev);
+  });
+  EXPECT_EQ(fake_.frees_while_mapped(), 0u);
 }
 
 // A 2-rank max all-reduce on device buffers with NCCL_P2P_LEVEL=`level`.

@@ -197,6 +197,8 @@ const StringParam kP2pLevel("P2P_LEVEL", "", true,
     "Farthest GPU-to-GPU path for CUDA IPC: LOC, NVL, PIX, PXB, PHB or SYS (or 0-5); empty = PXB");
 const IntParam kCudaStagingChunk("CUDA_STAGING_CHUNK", "1048576", false,
     "Bytes per pipelined chunk when device buffers of an all-reduce, broadcast or reduce are staged through host memory");
+const IntParam kCudaIpcCopyBytes("CUDA_IPC_COPY_BYTES", "4194304", false,
+    "Through CUDA IPC, a collective whose shared bytes fit is copied into a device buffer peers mapped once, instead of peers mapping its unregistered buffers; 0 = always map");
 const StringParam kNet("NET", "", true,
     "Network transport for links between hosts: IB, Socket or UCX; when set, no fallback");
 const BoolParam kIbDisable("IB_DISABLE", "0", true,
@@ -246,10 +248,35 @@ const StringParam kDebugFile("DEBUG_FILE", "", true,
 
 const std::vector<const Param*>& All() {
   static const std::vector<const Param*> all = {
-      &kTimeoutMs,   &kSocketIfname, &kSocketFamily, &kSocketNthreads, &kNsocksPerthread,
-      &kShmDisable,  &kShmSingleCopy, &kShmSmall, &kP2pDisable, &kP2pLevel, &kCudaStagingChunk, &kNet,         &kIbDisable,      &kRequireTransport,
-      &kIbHca,       &kIbGidIndex,   &kIbTimeout,   &kIbRetryCnt,     &kBuffsize,     &kAlgo,           &kTune,          &kTopoFile,
-      &kTopoDumpFile, &kStatusPort, &kSpinUs,       &kDebug,       &kDebugSubsys,    &kDebugFile,
+      &kTimeoutMs,
+      &kSocketIfname,
+      &kSocketFamily,
+      &kSocketNthreads,
+      &kNsocksPerthread,
+      &kShmDisable,
+      &kShmSingleCopy,
+      &kShmSmall,
+      &kP2pDisable,
+      &kP2pLevel,
+      &kCudaStagingChunk,
+      &kCudaIpcCopyBytes,
+      &kNet,
+      &kIbDisable,
+      &kRequireTransport,
+      &kIbHca,
+      &kIbGidIndex,
+      &kIbTimeout,
+      &kIbRetryCnt,
+      &kBuffsize,
+      &kAlgo,
+      &kTune,
+      &kTopoFile,
+      &kTopoDumpFile,
+      &kStatusPort,
+      &kSpinUs,
+      &kDebug,
+      &kDebugSubsys,
+      &kDebugFile,
   };
   return all;
 }

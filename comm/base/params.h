@@ -80,6 +80,7 @@ extern const BoolParam kShmSmall;
 extern const BoolParam kP2pDisable;
 extern const StringParam kP2pLevel;
 extern const IntParam kCudaStagingChunk;
+extern const IntParam kCudaIpcCopyBytes;
 extern const StringParam kNet;
 extern const BoolParam kIbDisable;
 extern const StringParam kRequireTransport;

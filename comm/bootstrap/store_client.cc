@@ -154,6 +154,11 @@ void StoreClient::SetFailureCallback(FailureCallback cb) {
   on_failure_ = std::move(cb);
 }
 
+void StoreClient::SetNoticeCallback(NoticeCallback cb) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_notice_ = std::move(cb);
+}
+
 Status StoreClient::SendFrame(const std::string& frame) {
   size_t off = 0;
   while (off < frame.size()) {
@@ -220,10 +225,28 @@ void StoreClient::ReaderLoop() {
         if (cb) cb(rank, message);
         break;
       }
+      case MsgType::kNotified: {
+        const int from = r.I32();
+        const bool gone = r.U32() != 0;
+        std::string payload = r.Str();
+        auto cb = on_notice_;
+        lock.unlock();
+        if (cb && !r.failed()) cb(from, gone, payload);
+        break;
+      }
       default:
         break;
     }
   }
+}
+
+Status StoreClient::Notify(int target, std::string_view payload) {
+  Writer w;
+  w.I32(target);
+  w.Str(payload);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!broken_.ok()) return broken_;
+  return SendFrame(w.Frame(MsgType::kNotify));
 }
 
 Result<std::vector<std::string>> StoreClient::AllGather(std::string_view tag, std::string mine,

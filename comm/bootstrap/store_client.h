@@ -1,6 +1,8 @@
 // StoreClient: one rank's connection to the rendezvous store. Implements
-// Exchange (all-gather by tag) for connection setup, and delivers the
-// store's "a peer failed" notices to a callback from its reader thread.
+// Exchange (all-gather by tag) for connection setup, delivers the store's
+// "a peer failed" notices to a callback from its reader thread, and relays
+// short notices between ranks (Notify) that reach the target even while its
+// communicator is idle.
 #pragma once
 
 #include <condition_variable>
@@ -28,6 +30,11 @@ class StoreClient final : public Exchange {
   // Called on the reader thread with (failed rank, message) when the store
   // reports a peer failure or the store itself goes away (rank -1).
   using FailureCallback = std::function<void(int rank, const std::string& message)>;
+  // Called on the reader thread with a notice another rank sent with
+  // Notify. gone: the store answered for `from`, which said goodbye or
+  // vanished, and `payload` is the one this rank sent it. The callback may
+  // call Notify; it must not block for long (it holds up every reply).
+  using NoticeCallback = std::function<void(int from, bool gone, const std::string& payload)>;
 
   // Connects (retrying while the store is not up yet) and registers. Fails
   // with the store's reason (secret mismatch, rank taken...) or a timeout.
@@ -37,6 +44,12 @@ class StoreClient final : public Exchange {
   ~StoreClient() override;
 
   void SetFailureCallback(FailureCallback cb);
+  // Set before any peer may send a notice (before the communicator's
+  // connected barrier).
+  void SetNoticeCallback(NoticeCallback cb);
+  // Sends `payload` to rank `target`'s notice callback, through the store.
+  // Returns once sent; delivery is in order per (sender, target).
+  Status Notify(int target, std::string_view payload);
 
   Result<std::vector<std::string>> AllGather(std::string_view tag, std::string mine,
                                              Deadline deadline) override;
@@ -66,6 +79,7 @@ class StoreClient final : public Exchange {
   std::map<std::string, QueryReply> replies_;
   Status broken_;  // set when the store connection is gone or a peer failed
   FailureCallback on_failure_;
+  NoticeCallback on_notice_;
   bool said_bye_ = false;
 };
 

@@ -216,6 +216,19 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
         Send(s, w.Frame(MsgType::kQueryReply));
         break;
       }
+      case MsgType::kNotify: {
+        const int target = r.I32();
+        std::string payload = r.Str();
+        if (r.failed()) return Reject(s, "malformed notice");
+        auto it = by_rank_.find(target);
+        const bool gone = it == by_rank_.end() || it->second->closed || it->second->said_bye;
+        Writer w;
+        w.I32(gone ? target : s->rank);
+        w.U32(gone ? 1 : 0);
+        w.Str(payload);
+        Send(gone ? s : it->second, w.Frame(MsgType::kNotified));
+        break;
+      }
       default:
         return Reject(s, "unknown message type " + std::to_string(static_cast<uint32_t>(type)));
     }

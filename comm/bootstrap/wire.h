@@ -15,16 +15,20 @@ inline constexpr uint64_t kStoreMagic = 0x6c6f6f6d73746f72ull;  // "loomstor"
 inline constexpr uint32_t kMaxFrameBytes = 64u << 20;
 
 enum class MsgType : uint32_t {
-  kHello = 1,       // client -> server: magic, version, secret, rank, size, host, pid
-  kHelloOk = 2,     // server -> client
-  kError = 3,       // server -> client: message; the server closes after it
-  kAllGather = 4,   // client -> server: tag, value
-  kGathered = 5,    // server -> client: tag, values[size]
-  kPeerFailed = 6,  // server -> client: rank, message (a rank vanished or aborted)
-  kBye = 7,         // client -> server: clean shutdown of this rank
-  kAbort = 8,       // client -> server: this rank failed with message; tell the others
-  kQuery = 9,       // client -> server: tag; who joined, who reached the tag
-  kQueryReply = 10, // server -> client: tag, joined ranks, ranks that reached the tag
+  kHello = 1,        // client -> server: magic, version, secret, rank, size, host, pid
+  kHelloOk = 2,      // server -> client
+  kError = 3,        // server -> client: message; the server closes after it
+  kAllGather = 4,    // client -> server: tag, value
+  kGathered = 5,     // server -> client: tag, values[size]
+  kPeerFailed = 6,   // server -> client: rank, message (a rank vanished or aborted)
+  kBye = 7,          // client -> server: clean shutdown of this rank
+  kAbort = 8,        // client -> server: this rank failed with message; tell the others
+  kQuery = 9,        // client -> server: tag; who joined, who reached the tag
+  kQueryReply = 10,  // server -> client: tag, joined ranks, ranks that reached the tag
+  kNotify = 11,      // client -> server: target rank, payload; relayed to the target
+  kNotified = 12,    // server -> client: from rank, gone (u32), payload. gone = 1: the
+                     // server answers for a target that said goodbye or vanished, and
+                     // hands the sender its own payload back
 };
 
 class Writer {
@@ -36,6 +40,8 @@ class Writer {
     U32(static_cast<uint32_t>(s.size()));
     Raw(s.data(), s.size());
   }
+  // The payload so far (a notice's body, say).
+  const std::string& payload() const { return buf_; }
   // Frame = [len][type][payload]; len counts type + payload.
   std::string Frame(MsgType type) const {
     std::string f;

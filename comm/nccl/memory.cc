@@ -15,49 +15,49 @@ using loom::nccl_shim::Usable;
 
 #pragma GCC visibility push(default)
 
-// Registration tells NCCL a buffer will be reused so it may map it once.
-// loom's data paths do not use it yet: every buffer, registered or not, is
-// handled per operation (what NCCL does when no transport can use a
-// registration), so these calls check their arguments and keep the handles.
+// Registration tells loom a buffer stays allocated until deregistered: with
+// CUDA IPC on, peers keep their mapping of a registered device buffer across
+// operations (Communicator::RegisterBuffer). Not collective.
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
   return Api("ncclCommRegister", [&]() -> loom::Status {
     if (handle == nullptr) return loom::InvalidArgument("handle is NULL");
-    LOOM_TRY(Usable(comm).status());
+    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
     if (buff == nullptr) return loom::InvalidArgument("buff is NULL");
     if (size == 0) return loom::InvalidArgument("size is 0");
     if (reinterpret_cast<uintptr_t>(buff) > UINTPTR_MAX - size) {
       return loom::InvalidArgument(
           Printf("buff %p + size %zu wraps around the address space", buff, size));
     }
-    auto reg = std::make_unique<ncclComm::Registration>(ncclComm::Registration{buff, size});
+    LOOM_ASSIGN_OR_RETURN(const uint64_t id, c->RegisterBuffer(buff, size));
+    auto reg = std::make_unique<ncclComm::Registration>(ncclComm::Registration{buff, size, id});
     std::lock_guard<std::mutex> lock(comm->registrations_mu);
     comm->registrations.push_back(std::move(reg));
     *handle = comm->registrations.back().get();
-    LOOM_INFO(loom::log::kReg,
-              "comm %p: registered %p (%zu bytes) as %p; loom handles it like an "
-              "unregistered buffer",
-              static_cast<void*>(comm), buff, size, *handle);
     return loom::Status::Ok();
   });
 }
 
+// Waits until every peer closed its mapping of the buffer, so the caller
+// may free it on return.
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
   return Api("ncclCommDeregister", [&]() -> loom::Status {
-    LOOM_TRY(Usable(comm).status());
-    std::lock_guard<std::mutex> lock(comm->registrations_mu);
-    auto& regs = comm->registrations;
-    auto it =
-        std::find_if(regs.begin(), regs.end(), [&](const auto& r) { return r.get() == handle; });
-    if (it == regs.end()) {
-      return loom::InvalidArgument(
-          Printf("handle %p was not registered with this communicator (or was deregistered "
-                 "already)",
-                 handle));
+    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
+    uint64_t id = 0;
+    {
+      std::lock_guard<std::mutex> lock(comm->registrations_mu);
+      auto& regs = comm->registrations;
+      auto it =
+          std::find_if(regs.begin(), regs.end(), [&](const auto& r) { return r.get() == handle; });
+      if (it == regs.end()) {
+        return loom::InvalidArgument(
+            Printf("handle %p was not registered with this communicator (or was deregistered "
+                   "already)",
+                   handle));
+      }
+      id = (*it)->id;
+      regs.erase(it);
     }
-    LOOM_INFO(loom::log::kReg, "comm %p: deregistered %p (%p, %zu bytes)", static_cast<void*>(comm),
-              handle, (*it)->buff, (*it)->size);
-    regs.erase(it);
-    return loom::Status::Ok();
+    return c->DeregisterBuffer(id);
   });
 }
 

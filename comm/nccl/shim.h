@@ -64,6 +64,7 @@ struct ncclComm {
   struct Registration {
     const void* buff;
     size_t size;
+    uint64_t id;  // Communicator::RegisterBuffer's handle
   };
   std::mutex registrations_mu;
   std::vector<std::unique_ptr<Registration>> registrations;

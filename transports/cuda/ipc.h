@@ -55,13 +55,14 @@ std::unique_ptr<IpcBackend> MakeCudaIpcBackend();
 // CUDA makes it undefined behaviour for an owner to cudaFree memory that a
 // peer still has open, and loom cannot know when a user frees a buffer. So a
 // mapping is transient unless its owner registered the buffer
-// (a promise that it stays allocated: what ncclCommRegister gives NCCL;
-// loom has no registration call yet, so every mapping is transient): the
-// operation that opened a transient mapping closes
-// it (ReleaseTransient) once its device work is done and before it tells
-// the owner that it finished, so the owner's stream never goes on, and the
-// user never frees, while a peer holds the memory open. Kept mappings are
-// reused by every later operation on a buffer inside them.
+// (Communicator::RegisterBuffer, ncclCommRegister: a promise that it stays
+// allocated until deregistered): the operation that opened a transient
+// mapping closes it (ReleaseTransient) once its device work is done and
+// before it tells the owner that it finished, so the owner's stream never
+// goes on, and the user never frees, while a peer holds the memory open.
+// Kept mappings are reused by every later operation on a buffer inside
+// them, until the owner deregisters and asks its peers to close them
+// (ForgetRange).
 //
 // Entries are keyed by (peer, base, size). A peer that frees and allocates
 // again may get the same base: the handle then differs (CUDA guarantees a new
@@ -95,11 +96,20 @@ class IpcMappingCache {
   // aborted); later Maps open afresh.
   void ForgetPeer(int peer);
 
+  // Closes every mapping of `peer` that overlaps [base, base + size) in the
+  // peer's address space (the owner deregistered it); returns how many.
+  // Call only while the device does not read them.
+  size_t ForgetRange(int peer, uint64_t base, uint64_t size);
+
+  // Closes every mapping, kept or not (the communicator is finalized).
+  void Clear();
+
   struct Stats {
     uint64_t hits = 0;
     uint64_t opens = 0;
     uint64_t evictions = 0;  // stale or overlapping mappings closed
     uint64_t releases = 0;   // transient mappings closed by ReleaseTransient
+    uint64_t forgotten = 0;  // kept mappings closed by ForgetRange (deregistered)
   };
   Stats stats() const;
   size_t size() const;  // live mappings
@@ -116,7 +126,8 @@ class IpcMappingCache {
     void* mapped;
     bool keep;
   };
-  void EvictOverlapping(int peer, uint64_t base, uint64_t size);  // holds mu_
+  // Closes peer's mappings overlapping [base, base + size); holds mu_.
+  size_t CloseOverlapping(int peer, uint64_t base, uint64_t size);
 
   IpcBackend* backend_;
   mutable std::mutex mu_;

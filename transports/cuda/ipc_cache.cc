@@ -32,7 +32,7 @@ Result<void*> IpcMappingCache::Map(int peer, const IpcExport& e, bool keep) {
     entries_.erase(it);
     ++stats_.evictions;
   }
-  EvictOverlapping(peer, e.base, e.size);
+  stats_.evictions += CloseOverlapping(peer, e.base, e.size);
   LOOM_ASSIGN_OR_RETURN(void* mapped, backend_->Open(e));
   ++stats_.opens;
   entries_.emplace(key, Entry{e.handle, mapped, keep});
@@ -41,19 +41,21 @@ Result<void*> IpcMappingCache::Map(int peer, const IpcExport& e, bool keep) {
   return static_cast<char*>(mapped) + e.offset;
 }
 
-void IpcMappingCache::EvictOverlapping(int peer, uint64_t base, uint64_t size) {
+size_t IpcMappingCache::CloseOverlapping(int peer, uint64_t base, uint64_t size) {
   // Entries of one peer are ordered by base; any overlapping one starts
   // before base + size and ends after base.
+  size_t closed = 0;
   auto it = entries_.lower_bound(Key{peer, 0, 0});
   while (it != entries_.end() && it->first.peer == peer && it->first.base < base + size) {
     if (it->first.base + it->first.size > base) {
       backend_->Close(it->second.mapped);
       it = entries_.erase(it);
-      ++stats_.evictions;
+      ++closed;
     } else {
       ++it;
     }
   }
+  return closed;
 }
 
 void IpcMappingCache::ReleaseTransient() {
@@ -76,6 +78,19 @@ void IpcMappingCache::ForgetPeer(int peer) {
     backend_->Close(it->second.mapped);
     it = entries_.erase(it);
   }
+}
+
+size_t IpcMappingCache::ForgetRange(int peer, uint64_t base, uint64_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t closed = CloseOverlapping(peer, base, size);
+  stats_.forgotten += closed;
+  return closed;
+}
+
+void IpcMappingCache::Clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [key, entry] : entries_) backend_->Close(entry.mapped);
+  entries_.clear();
 }
 
 IpcMappingCache::Stats IpcMappingCache::stats() const {

@@ -190,6 +190,29 @@ TEST(IpcMappingCacheTest, ForgetPeerAndDestructionCloseEverything) {
   EXPECT_EQ(fake.closes, 4);
 }
 
+TEST(IpcMappingCacheTest, ForgetRangeClosesOnlyThatPeersOverlappingMappings) {
+  FakeBackend fake;
+  IpcMappingCache cache(&fake);
+  ASSERT_TRUE(cache.Map(1, Export('a', 0x1000, 0x1000), true).ok());  // [4K, 8K)
+  ASSERT_TRUE(cache.Map(1, Export('b', 0x2000, 0x1000), true).ok());  // [8K, 12K)
+  ASSERT_TRUE(cache.Map(2, Export('c', 0x1000, 0x1000), true).ok());  // other peer
+  // Peer 1 deregistered a range inside a: only a closes.
+  EXPECT_EQ(cache.ForgetRange(1, 0x1800, 0x100), 1u);
+  EXPECT_EQ(fake.closes, 1);
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(cache.stats().forgotten, 1u);
+  // Nothing of peer 1 at [0, 4K) or [12K, 16K): adjacent is not overlapping.
+  EXPECT_EQ(cache.ForgetRange(1, 0x0, 0x1000), 0u);
+  EXPECT_EQ(cache.ForgetRange(1, 0x3000, 0x1000), 0u);
+  // b is still a hit; a opens afresh.
+  ASSERT_TRUE(cache.Map(1, Export('b', 0x2000, 0x1000), true).ok());
+  ASSERT_TRUE(cache.Map(1, Export('a', 0x1000, 0x1000), true).ok());
+  EXPECT_EQ(fake.opens, 4);
+  cache.Clear();
+  EXPECT_TRUE(fake.open.empty());
+  EXPECT_EQ(cache.size(), 0u);
+}
+
 TEST(IpcMappingCacheTest, ConcurrentMapsOfOneAllocationOpenItOnce) {
   FakeBackend fake;
   IpcMappingCache cache(&fake);

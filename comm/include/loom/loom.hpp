@@ -125,6 +125,24 @@ class Communicator {
   // (NCCL's ncclCommCuDevice); kInvalidUsage in a process without a GPU.
   Result<int> cuda_device() const;
 
+  // --- buffer registration, like ncclCommRegister (not collective) ---
+  // Promises that [buf, buf + bytes) stays allocated until DeregisterBuffer.
+  // With CUDA IPC on, peers then keep their mapping of a registered device
+  // buffer across operations instead of opening and closing it in each one
+  // (an operation's buffer counts when it lies inside one registration).
+  // Host buffers, and device buffers that are staged, are recorded and
+  // change nothing. Returns a handle, never 0. kInvalidArgument for a null
+  // buf, 0 bytes, or a range that wraps around.
+  Result<uint64_t> RegisterBuffer(const void* buf, size_t bytes);
+  // Forgets the handle. When peers kept a mapping of it, waits for the
+  // operations issued so far, then every peer closes its mapping before
+  // this returns (their communicators answer even while idle), so the
+  // buffer may be freed afterwards; do not issue operations on it
+  // meanwhile. kInvalidArgument for an unknown handle; kTimeout or
+  // kRemoteError naming the peers that could not confirm (then do not free
+  // the buffer before their communicators are gone).
+  Status DeregisterBuffer(uint64_t handle);
+
   // --- non-blocking forms: issue and return a Work ---
   Work AllReduceAsync(const void* sendbuf, void* recvbuf, size_t count, DataType type,
                       const Reduction& op);

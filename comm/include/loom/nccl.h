@@ -200,13 +200,18 @@ ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device);
 
 /* --- memory --- */
 
-/* Buffer registration, an optimisation hint in NCCL. loom accepts it and
- * keeps the handle, but treats registered buffers like any other (as NCCL
- * does where no transport can use a registration): nothing changes for the
- * buffer, and it may be used unregistered as well. buff and size must be
- * non-zero; the handle is valid until ncclCommDeregister or the end of comm. */
+/* Buffer registration: a promise that [buff, buff + size) stays allocated
+ * until ncclCommDeregister. Not collective. With CUDA IPC between local
+ * ranks, peers then keep their mapping of a registered device buffer across
+ * operations instead of mapping it in each; host buffers and staged device
+ * buffers are unchanged. A buffer may be used unregistered as well. buff and
+ * size must be non-zero; the handle is valid until ncclCommDeregister or the
+ * end of comm. */
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle);
-/* ncclInvalidArgument for a handle that comm did not give, or gave and took back. */
+/* Waits for comm's operations issued so far; then every peer closes its
+ * mapping of the buffer before this returns, so it may be freed afterwards.
+ * ncclInvalidArgument for a handle that comm did not give, or gave and took
+ * back; an error naming the peers that did not confirm (then do not free). */
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle);
 /* size bytes of device memory on the current CUDA device (cudaMalloc's
  * memory; *ptr = NULL for size 0); ncclUnhandledCudaError without a GPU.
