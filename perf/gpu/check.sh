@@ -112,6 +112,11 @@ if [ "$mode" != none ]; then
   if [ -n "$arbench" ]; then
     phase "all-reduce busbw, 2 processes, CUDA IPC" 90 "$arbench" -n 2 -b 8 -e 256M
     phase "all-reduce busbw, 2 processes, staged" 90 "$arbench" -n 2 -b 8 -e 256M --p2p-disable
+    # The IPC variants: registered buffers (kept mappings), and every size
+    # mapping the user's buffers per operation (no copy buffer).
+    phase "all-reduce busbw, 2 processes, CUDA IPC, registered" 60 "$arbench" -n 2 -b 8 -e 64M --register
+    phase "all-reduce busbw, 2 processes, CUDA IPC, mapped per op" 60 \
+      env LOOM_CUDA_IPC_COPY_BYTES=0 "$arbench" -n 2 -b 8 -e 64M
   fi
 fi
 

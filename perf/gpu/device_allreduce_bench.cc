@@ -1,9 +1,13 @@
 // All-reduce bus bandwidth on device buffers between processes on one GPU,
 // with nccl-tests' columns and formula (busbw = algbw * 2(n-1)/n), through
 // the communicator's stream form: CUDA IPC by default, staging through
-// pinned host memory with --p2p-disable (NCCL_P2P_DISABLE=1).
+// pinned host memory with --p2p-disable (NCCL_P2P_DISABLE=1). --register
+// registers both buffers with the communicator (nccl-tests' -R 1), so peers
+// keep their IPC mappings instead of mapping per operation (or copying in:
+// LOOM_CUDA_IPC_COPY_BYTES).
 //
 //   device_allreduce_bench [-n ranks] [-b min_bytes] [-e max_bytes] [--iters N] [--p2p-disable]
+//                          [--register]
 //
 // Every rank is a forked child (a CUDA context does not survive fork); the
 // parent hosts the rendezvous store only. Each size is checked once (fp32
@@ -34,6 +38,7 @@ struct Options {
   size_t max_bytes = size_t{256} << 20;
   int iters = 20;
   bool p2p_disable = false;
+  bool register_buffers = false;
 };
 
 #define CHECK_CUDA(call)                                                               \
@@ -63,10 +68,26 @@ int Rank(int from_parent, int rank, const Options& o) {
   void *send = nullptr, *recv = nullptr;
   CHECK_CUDA(cudaMalloc(&send, o.max_bytes));
   CHECK_CUDA(cudaMalloc(&recv, o.max_bytes));
+  uint64_t registered[2] = {0, 0};
+  if (o.register_buffers) {
+    auto hs = c.RegisterBuffer(send, o.max_bytes);
+    auto hr = c.RegisterBuffer(recv, o.max_bytes);
+    if (!hs.ok() || !hr.ok()) {
+      std::fprintf(stderr, "rank %d: RegisterBuffer: %s %s\n", rank, hs.status().ToString().c_str(),
+                   hr.status().ToString().c_str());
+      return 1;
+    }
+    registered[0] = hs.value();
+    registered[1] = hr.value();
+  }
   if (rank == 0) {
-    std::printf("# device all-reduce, %d processes on one GPU, %s\n", o.ranks,
+    const char* copy_bytes = std::getenv("LOOM_CUDA_IPC_COPY_BYTES");
+    std::printf("# device all-reduce, %d processes on one GPU, %s%s%s%s\n", o.ranks,
                 o.p2p_disable ? "staged through pinned host memory (NCCL_P2P_DISABLE=1)"
-                              : "CUDA IPC");
+                              : "CUDA IPC",
+                o.register_buffers ? ", registered buffers" : "",
+                copy_bytes != nullptr ? ", LOOM_CUDA_IPC_COPY_BYTES=" : "",
+                copy_bytes != nullptr ? copy_bytes : "");
     std::printf("#%11s %12s %8s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop",
                 "time(us)", "algbw", "busbw", "#wrong");
   }
@@ -108,6 +129,12 @@ int Rank(int from_parent, int rank, const Options& o) {
     std::fprintf(stderr, "rank %d: %s\n", rank, c.AsyncError().ToString().c_str());
     return 1;
   }
+  for (uint64_t h : registered) {
+    if (h != 0 && !c.DeregisterBuffer(h).ok()) {
+      std::fprintf(stderr, "rank %d: DeregisterBuffer failed\n", rank);
+      return 1;
+    }
+  }
   (void)cudaFree(send);
   (void)cudaFree(recv);
   (void)cudaStreamDestroy(s);
@@ -141,6 +168,8 @@ int main(int argc, char** argv) {
       o.max_bytes = ParseBytes(argv[++i]);
     } else if (a == "--iters" && has_value) {
       o.iters = std::atoi(argv[++i]);
+    } else if (a == "--register") {
+      o.register_buffers = true;
     } else if (a == "--p2p-disable") {
       o.p2p_disable = true;
     } else if (a == "--quick") {
@@ -150,7 +179,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [-n ranks] [-b min_bytes] [-e max_bytes] [--iters N] [--p2p-disable] "
-                   "[--quick]\n",
+                   "[--register] [--quick]\n",
                    argv[0]);
       return 2;
     }
