@@ -634,7 +634,7 @@ Status Communicator::Impl::DeregisterBuffer(uint64_t handle) {
   if (mapped.size == 0) return Status::Ok();
   // Operations issued before may still read it, here and on the peers.
   LOOM_TRY(Drain(OpDeadline()));
-  return ipc_.ClosePeerMappings(*store_, mapped, OpDeadline())
+  return ipc_.ClosePeerMappings(*store_, mapped, "the deregistered buffer", OpDeadline())
       .WithContext("rank " + std::to_string(rank) + ": DeregisterBuffer");
 }
 

@@ -26,6 +26,9 @@ constexpr uint32_t kRecordMagic = 0x6c6f6970;  // "loip"
 constexpr auto kDrainWait = std::chrono::seconds(10);
 constexpr auto kIdleWait = std::chrono::milliseconds(100);  // CloseMappingsIfIdle
 constexpr uint8_t kKeepSend = 1, kKeepRecv = 2;             // OpRecord::keep
+// ClosePeerMappings asks a silent peer again after this, doubling to the max.
+constexpr auto kAskAgain = std::chrono::milliseconds(50);
+constexpr auto kAskAgainMax = std::chrono::milliseconds(1000);
 
 // The notices of ClosePeerMappings, as store payloads.
 constexpr uint32_t kCloseRequest = 0x6c63;  // owner -> peer: id, base, size
@@ -311,7 +314,7 @@ Result<char*> DeviceIpc::CopyBuffer() {
 
 Status DeviceIpc::RetireCopyBuffer(bootstrap::StoreClient& store, Deadline deadline) {
   if (copy_buffer_ == nullptr || copy_free_ok_) return Status::Ok();
-  Status s = ClosePeerMappings(store, copy_allocation_, deadline);
+  Status s = ClosePeerMappings(store, copy_allocation_, "this rank's copy buffer", deadline);
   if (s.ok()) {
     copy_free_ok_ = true;
   } else {
@@ -717,7 +720,7 @@ bool DeviceIpc::Registered(const void* p, size_t bytes) const {
   return false;
 }
 
-Status DeviceIpc::ClosePeerMappings(bootstrap::StoreClient& store, Allocation a,
+Status DeviceIpc::ClosePeerMappings(bootstrap::StoreClient& store, Allocation a, const char* what,
                                     Deadline deadline) {
   if (a.size == 0) return Status::Ok();
   const int n = static_cast<int>(process_.size());
@@ -746,14 +749,25 @@ Status DeviceIpc::ClosePeerMappings(bootstrap::StoreClient& store, Allocation a,
       std::lock_guard<std::mutex> lock(notice_mu_);
       pending_.erase(id);
       return Status(sent.code(), "cannot ask rank " + std::to_string(q) +
-                                     " to close its CUDA IPC mapping of the deregistered buffer "
-                                     "(do not free it): " +
-                                     sent.message());
+                                     " to close its CUDA IPC mapping of " + what +
+                                     " (do not free it): " + sent.message());
     }
   }
+  // A peer that is leaving may drop the request (its store reader stops
+  // before the store has seen its goodbye): ask again, with backoff, until
+  // it answers or the store answers for it.
   std::unique_lock<std::mutex> lock(notice_mu_);
   PendingClose& p = pending_[id];
-  notice_cv_.wait_until(lock, deadline.at(), [&] { return p.waiting.empty(); });
+  auto again = kAskAgain;
+  while (!p.waiting.empty() && !deadline.expired()) {
+    const auto next = std::min(deadline.at(), std::chrono::steady_clock::now() + again);
+    if (notice_cv_.wait_until(lock, next, [&] { return p.waiting.empty(); })) break;
+    const std::vector<int> silent(p.waiting.begin(), p.waiting.end());
+    lock.unlock();
+    for (int q : silent) (void)store.Notify(q, w.payload());  // a failure shows as silence
+    lock.lock();
+    again = std::min(again * 2, kAskAgainMax);
+  }
   const PendingClose done = std::move(p);
   pending_.erase(id);
   lock.unlock();
@@ -763,15 +777,14 @@ Status DeviceIpc::ClosePeerMappings(bootstrap::StoreClient& store, Allocation a,
     return s;
   };
   if (!done.busy.empty()) {
-    return RemoteError("rank(s) " + list(done.busy) +
-                       " may still read the deregistered buffer (an operation failed there and "
-                       "its device work had not finished): do not free it before their "
-                       "communicators are destroyed");
+    return RemoteError("rank(s) " + list(done.busy) + " may still read " + what +
+                       " (an operation failed there and its device work had not finished): do "
+                       "not free it before their communicators are destroyed");
   }
   if (!done.waiting.empty()) {
     return TimeoutError("rank(s) " + list(done.waiting) +
-                        " did not confirm closing their CUDA IPC mapping of the deregistered "
-                        "buffer in time (stuck, or its store connection is slow): do not free it");
+                        " did not confirm closing their CUDA IPC mapping of " + what +
+                        " in time (stuck, or its store connection is slow): do not free it");
   }
   LOOM_TRACE(log::kReg | log::kP2P,
              "rank %d: %zu peer(s) closed their mapping of %llu bytes at %#llx", rank_,

@@ -148,7 +148,9 @@ class DeviceIpc {
   // when a peer's device may still read the buffer (a failed operation's
   // work had not finished there), or when the store is gone. The memory must
   // not be freed after an error.
-  Status ClosePeerMappings(bootstrap::StoreClient& store, Allocation a, Deadline deadline);
+  // `what` names the buffer in errors ("the deregistered buffer").
+  Status ClosePeerMappings(bootstrap::StoreClient& store, Allocation a, const char* what,
+                           Deadline deadline);
   // A notice from rank `from`, on the store's reader thread (see
   // StoreClient::NoticeCallback).
   void OnNotice(bootstrap::StoreClient& store, int from, bool gone, const std::string& payload);

@@ -442,7 +442,7 @@ TEST_P(IpcDeviceBuffers, PeersAreMappedPerOperationAndEachBlockIsReducedOnce) {
 // the user's buffers are never mapped, so they may be freed at any time.
 TEST_P(IpcDeviceBuffers, SmallOperationsGoThroughCopyBuffersMappedOnce) {
   constexpr int kOps = 10;
-  std::latch ran(3), first_gone(3);
+  std::latch ran(3), checked(3), first_gone(3);
   RunRanks(3, [&](Communicator& c) {
     GpuStream s = fake_.CreateStream();
     const int n = c.size();
@@ -473,6 +473,7 @@ TEST_P(IpcDeviceBuffers, SmallOperationsGoThroughCopyBuffersMappedOnce) {
     EXPECT_EQ(fake_.ipc_opens(), 6u) << "each rank maps each peer's copy buffer once";
     EXPECT_EQ(fake_.ipc_closes(), 0u);
     EXPECT_TRUE(c.AsyncError().ok()) << c.AsyncError().ToString();
+    checked.arrive_and_wait();
     // Rank 0's communicator goes first: its peers must have closed their
     // mappings of its copy buffer before it is freed.
     if (c.rank() == 0) {
