@@ -144,7 +144,8 @@ class DeviceIpc {
   Result<Allocation> Unregister(uint64_t handle);
   // Asks every peer that may map `a` to close its mapping and waits for
   // each answer (a peer that left answers through the store) until
-  // `deadline`. Errors name the ranks: kTimeout for silence, kRemoteError
+  // `deadline`, asking a silent peer again (one that is leaving may drop a
+  // request). Errors name the ranks: kTimeout for silence, kRemoteError
   // when a peer's device may still read the buffer (a failed operation's
   // work had not finished there), or when the store is gone. The memory must
   // not be freed after an error.
