@@ -170,6 +170,10 @@ class DeviceIpc {
   Status WaitDevice(Deadline deadline, const std::atomic<bool>& abort);
   Result<void*> DeviceScratch(size_t bytes);  // grows scratch_ (never frees in use)
   Result<char*> CopyBuffer();                 // copy_buffer_, allocated at first use
+  // The export of `p`: derived from the copy buffer's (taken once, at its
+  // allocation) when p lies inside it, so no CUDA call per operation; else
+  // from the backend.
+  Result<cuda::IpcExport> ExportOf(const void* p);
   Result<const void*> PeerPointer(int peer, const cuda::IpcExport& e, bool present, bool keep);
   // Whether [p, p + bytes) lies inside one registration.
   bool Registered(const void* p, size_t bytes) const;
@@ -205,7 +209,7 @@ class DeviceIpc {
   // operation that copies in; peers keep it mapped (see Run).
   size_t copy_limit_ = 0;
   char* copy_buffer_ = nullptr;
-  Allocation copy_allocation_;
+  cuda::IpcExport copy_export_;  // of copy_buffer_
   bool copy_free_ok_ = false;  // RetireCopyBuffer: no peer maps it any more
   // Device work of a failed operation may still run (CloseMappingsIfIdle
   // gave up): mappings must not close under it. Cleared once the stream

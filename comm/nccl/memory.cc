@@ -5,7 +5,6 @@
 #include <memory>
 #include <mutex>
 
-#include "comm/base/log.h"
 #include "comm/device_path.h"
 #include "comm/nccl/shim.h"
 
