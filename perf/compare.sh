@@ -1,7 +1,8 @@
 #!/bin/bash
 # Runs loom and the anchors (Open MPI, Gloo) alternately on this machine and
 # prints busbw ratios with medians over repeats, plus the memcpy limit
-# measured in the same run. Needs the anchor packages:
+# measured in the same run (and, for shared memory with 2 ranks, the
+# ceiling that the memory traffic alone sets: perf/ring_memory_bench). Needs the anchor packages:
 #   apt-get install -y openmpi-bin libopenmpi-dev libgloo-dev
 # usage: perf/compare.sh [-r REPEAT] [-n NP] [-t shm|tcp] [-o ops] [-b MIN] [-e MAX] [-f F] [--gloo] [--rt] [--register] [--out DIR]
 #   --rt: run loom and every anchor alike under chrt -f 1 (root), so that
@@ -44,16 +45,26 @@ else
   loom_env=(NCCL_SHM_DISABLE=1)
 fi
 
+# loom perf timed as the anchors time: one buffer over and over, the warm-up
+# calls before every size (not at the largest and smallest first, as
+# nccl-tests and loom perf do by default), and the slowest rank's time.
+LOOM_AS_ANCHOR=(--fixed-buffers --warmup-per-size 1 -a 3)
+
 loom_op() { case $1 in allreduce) echo all_reduce ;; reduce_scatter) echo reduce_scatter ;; allgather) echo all_gather ;; esac; }
 
 for ((r = 1; r <= REPEAT; r++)); do
   echo "== repeat $r/$REPEAT (load: $(cut -d' ' -f1-3 /proc/loadavg))"
   "${RT[@]}" "$OUT/anchors/memcpy_bw" -t 1 64M 256M > "$OUT/memcpy.r$r.txt" 2>&1 || true
+  if [[ $TRANSPORT == shm && $NP == 2 && -x $BUILD/perf/ring_memory_bench ]]; then
+    # The ceiling: the memory traffic of the 2-rank ring all-reduce and of a
+    # one-copy all-gather alone, both cores at once (perf/ring_memory_bench.cc).
+    "${RT[@]}" "$BUILD/perf/ring_memory_bench" --reps 3 > "$OUT/ceiling.r$r.txt" 2>&1 || true
+  fi
   for op in ${OPS//,/ }; do
     "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/mpi_coll_perf" -b "$MINB" -e "$MAXB" -f "$FACTOR" -o "$op" \
       > "$OUT/mpi.$op.r$r.txt" 2>&1
     "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" -- "$LOOM" perf "$(loom_op "$op")" -b "$MINB" -e "$MAXB" \
-      -f "$FACTOR" -w 5 -n 20 --fixed-buffers "${LOOM_REG[@]}" > "$OUT/loom.$op.r$r.txt" 2>&1
+      -f "$FACTOR" -w 5 -n 20 "${LOOM_AS_ANCHOR[@]}" "${LOOM_REG[@]}" > "$OUT/loom.$op.r$r.txt" 2>&1
     if [[ $op == allreduce && $MINB -le 8 ]]; then
       # The latency row: 8 B with 10000 warm-up and 10000 timed iterations.
       # The sweep's 20 iterations of its first size also time one-off costs
@@ -65,10 +76,10 @@ for ((r = 1; r <= REPEAT; r++)); do
       "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/mpi_coll_perf" -b 8 -e 8 -w 10000 -n 10000 -B 0 \
         -o allreduce > "$OUT/mpi.allreduce_lat.r$r.txt" 2>&1
       "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" -- "$LOOM" perf all_reduce -b 8 -e 8 \
-        -w 10000 -n 10000 --fixed-buffers > "$OUT/loom.allreduce_lat.r$r.txt" 2>&1
+        -w 10000 -n 10000 "${LOOM_AS_ANCHOR[@]}" > "$OUT/loom.allreduce_lat.r$r.txt" 2>&1
       # And as the anchor calls it: blocking calls back to back.
       "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" -- "$LOOM" perf all_reduce -b 8 -e 8 \
-        -w 10000 -n 10000 --fixed-buffers --back-to-back 1 > "$OUT/loom.allreduce_lat_b2b.r$r.txt" 2>&1
+        -w 10000 -n 10000 "${LOOM_AS_ANCHOR[@]}" --back-to-back 1 > "$OUT/loom.allreduce_lat_b2b.r$r.txt" 2>&1
     fi
     if [[ $GLOO == 1 && $op == allreduce ]]; then
       # Every Gloo all-reduce algorithm: the report takes the best per size.

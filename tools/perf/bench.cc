@@ -243,8 +243,12 @@ Result<Measurement> Bench::Measure(Collective c, size_t bytes, DataType type, Pe
                                    bool in_place) {
   const Geometry g = ComputeGeometry(c, bytes, SizeOf(type), comm_.size());
   if (options_.check) FillInputs(c, g, type, op, in_place);
-  // One untimed call and a barrier line the ranks up.
-  LOOM_TRY(Issue(MakeCall(c, g, type, op, in_place, 0)));
+  // One untimed call (or, with --warmup-per-size, the -w warm-up calls) and
+  // a barrier line the ranks up.
+  const int untimed = options_.warmup_per_size ? std::max(1, options_.warmup_iters) : 1;
+  for (int iter = 0; iter < untimed; ++iter) {
+    LOOM_TRY(Issue(MakeCall(c, g, type, op, in_place, iter)));
+  }
   LOOM_TRY(CompleteAll());
   LOOM_TRY(comm_.Barrier());
   // The timed loop keeps every Work until CompleteAll: room for all of them
@@ -304,7 +308,7 @@ Status Bench::Run(Collective c, const std::function<void(const Row&)>& on_row) {
   const std::vector<size_t> sizes = SizeSequence(options_);
   for (const DataType type : options_.types) {
     for (const PerfOp op : ops) {
-      LOOM_TRY(RunWarmup(c, type, op));
+      if (!options_.warmup_per_size) LOOM_TRY(RunWarmup(c, type, op));
       for (const size_t bytes : sizes) {
         const Geometry g = ComputeGeometry(c, bytes, SizeOf(type), comm_.size());
         Row row;

@@ -39,12 +39,14 @@ constexpr FlagSpec kFlags[] = {
     {'F', "fixed-buffers", false},
     {'R', "local_register", true},
     {'B', "back-to-back", true},
+    {'W', "warmup-per-size", true},
 };
 
 const FlagSpec* FindShort(char letter) {
   for (const FlagSpec& f : kFlags) {
-    // 'J', 'X', 'F' and 'B' exist only as long options.
-    if (f.letter == letter && letter != 'J' && letter != 'X' && letter != 'F' && letter != 'B') {
+    // 'J', 'X', 'F', 'B' and 'W' exist only as long options.
+    if (f.letter == letter && letter != 'J' && letter != 'X' && letter != 'F' && letter != 'B' &&
+        letter != 'W') {
       return &f;
     }
   }
@@ -201,6 +203,11 @@ Status Apply(const FlagSpec& flag, const std::string& value, PerfOptions& o) {
     case 'B': {
       LOOM_ASSIGN_OR_RETURN(long v, ParseInt(name, value, 0, 1));
       o.back_to_back = v == 1;
+      return Status::Ok();
+    }
+    case 'W': {
+      LOOM_ASSIGN_OR_RETURN(long v, ParseInt(name, value, 0, 1));
+      o.warmup_per_size = v == 1;
       return Status::Ok();
     }
   }
@@ -380,6 +387,9 @@ std::string Usage() {
          "\t[--back-to-back <0/1>] (1: every iteration one blocking call, straight after the\n"
          "\t                   last, no barrier: as MPI and Gloo benchmarks time, and what\n"
          "\t                   nccl.h calls on host buffers are; default 0)\n"
+         "\t[--warmup-per-size <0/1>] (1: the -w warm-up calls before every size and\n"
+         "\t                   placement, as MPI and Gloo benchmarks do, instead of at the\n"
+         "\t                   largest and smallest sizes first like nccl-tests; default 0)\n"
          "\t[-h,--help]\n";
 }
 

@@ -37,6 +37,7 @@ struct PerfOptions {
   bool fixed_buffers = false;     // --fixed-buffers: no walk through the buffers (see bench.cc)
   int local_register = 0;         // -R 1/2: buffers in shareable memory (loom::AllocShared)
   bool back_to_back = false;      // --back-to-back 1: blocking calls, no barrier between
+  bool warmup_per_size = false;   // --warmup-per-size 1: -w untimed calls before every size
 };
 
 // Parses argv[first..argc) (the collective name, then flags in any order).

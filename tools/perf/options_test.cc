@@ -36,6 +36,7 @@ TEST(PerfOptions, DefaultsAreNcclTests) {
   EXPECT_EQ(o.step_factor, 1u);
   EXPECT_EQ(o.iters, 20);
   EXPECT_EQ(o.warmup_iters, 5);
+  EXPECT_FALSE(o.warmup_per_size);
   EXPECT_EQ(o.agg_iters, 1);
   EXPECT_EQ(o.check, 1);
   EXPECT_EQ(o.ops, std::vector<PerfOp>{RedOp::kSum});
@@ -77,7 +78,7 @@ TEST(PerfOptions, EveryShortFlag) {
 TEST(PerfOptions, GluedAndLongForms) {
   auto r = Parse({"all_gather_perf", "-b1K", "-e=2M", "--stepfactor=4", "--iters", "3",
                   "--datatype=half", "--op", "min", "--json", "-", "--corrupt-for-test",
-                  "--fixed-buffers", "--back-to-back", "1"});
+                  "--fixed-buffers", "--back-to-back", "1", "--warmup-per-size=1"});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->collectives, std::vector<Collective>{Collective::kAllGather});
   EXPECT_EQ(r->min_bytes, 1024u);
@@ -90,10 +91,12 @@ TEST(PerfOptions, GluedAndLongForms) {
   EXPECT_TRUE(r->corrupt_for_test);
   EXPECT_TRUE(r->fixed_buffers);
   EXPECT_TRUE(r->back_to_back);
+  EXPECT_TRUE(r->warmup_per_size);
   EXPECT_FALSE(r->blocking);
   // Long-only: -F and -B are not flags.
   EXPECT_FALSE(Parse({"all_gather", "-F"}).ok());
   EXPECT_FALSE(Parse({"all_gather", "-B", "1"}).ok());
+  EXPECT_FALSE(Parse({"all_gather", "-W", "1"}).ok());
 }
 
 TEST(PerfOptions, AllExpandsCollectivesOpsAndTypes) {
@@ -156,6 +159,7 @@ TEST(PerfOptions, RejectsBadInput) {
   EXPECT_NE(Error({"all_reduce", "--json="}).find("--json"), std::string::npos);
   EXPECT_NE(Error({"all_reduce", "reduce"}).find("unknown argument 'reduce'"), std::string::npos);
   EXPECT_NE(Error({"all_reduce", "--back-to-back", "2"}).find("outside"), std::string::npos);
+  EXPECT_NE(Error({"all_reduce", "--warmup-per-size", "2"}).find("outside"), std::string::npos);
   EXPECT_NE(Error({"all_reduce", "--back-to-back", "1", "-z", "1"}).find("exclude each other"),
             std::string::npos);
   EXPECT_NE(Error({"all_reduce", "--back-to-back=1", "-m", "4"}).find("exclude each other"),

@@ -58,6 +58,9 @@ TEST_F(PerfMainTest, BlockingAndAggregatedModesPass) {
   EXPECT_EQ(Run({"all_gather", "-b", "8", "-e", "1K", "-f", "8", "-n", "3", "--back-to-back", "1"}),
             0);
   EXPECT_EQ(Run({"sendrecv", "-b", "1K", "-e", "2K", "-f", "2", "-n", "3", "-m", "4"}), 0);
+  EXPECT_EQ(Run({"all_reduce", "-b", "8", "-e", "1K", "-f", "8", "-n", "3", "-w", "2",
+                 "--warmup-per-size", "1"}),
+            0);
   EXPECT_EQ(Run({"reduce_scatter", "-b", "1K", "-e", "1K", "-a", "0", "-d", "half"}), 0);
 }
 

@@ -66,6 +66,9 @@ std::string FormatRunHeader(const PerfOptions& o, const std::vector<RankInfo>& r
   if (o.back_to_back) {
     out += "# Back-to-back: every iteration one blocking call, no barrier between\n";
   }
+  if (o.warmup_per_size) {
+    out += "# Warm-up per size: the warm-up iterations run before every size\n";
+  }
   if (o.parallel_init) {
     out += "# Parallel Init: accepted and ignored (one rank per process)\n";
   }
