@@ -2,7 +2,8 @@
 # Runs loom and the anchors (Open MPI, Gloo) alternately on this machine and
 # prints busbw ratios with medians over repeats, plus the memcpy limit
 # measured in the same run (and, for shared memory with 2 ranks, the
-# ceiling that the memory traffic alone sets: perf/ring_memory_bench). Needs the anchor packages:
+# ceiling that the memory traffic alone sets: perf/ring_memory_bench).
+# Needs the anchor packages:
 #   apt-get install -y openmpi-bin libopenmpi-dev libgloo-dev
 # usage: perf/compare.sh [-r REPEAT] [-n NP] [-t shm|tcp] [-o ops] [-b MIN] [-e MAX] [-f F] [--gloo] [--rt] [--register] [--out DIR]
 #   --rt: run loom and every anchor alike under chrt -f 1 (root), so that
