@@ -150,9 +150,10 @@ std::string FormatJson(const PerfOptions& o, int nranks, const std::vector<Row>&
   out += Format(
       "  \"options\": {\"minbytes\": %zu, \"maxbytes\": %zu, \"stepbytes\": %zu, "
       "\"stepfactor\": %zu, \"iters\": %d, \"warmup_iters\": %d, \"agg_iters\": %d, "
-      "\"check\": %d, \"blocking\": %d, \"back_to_back\": %d, \"average\": %d},\n",
+      "\"check\": %d, \"blocking\": %d, \"back_to_back\": %d, \"warmup_per_size\": %d, "
+      "\"average\": %d},\n",
       o.min_bytes, o.max_bytes, o.step_bytes, o.step_factor, o.iters, o.warmup_iters, o.agg_iters,
-      o.check, o.blocking ? 1 : 0, o.back_to_back ? 1 : 0, o.average);
+      o.check, o.blocking ? 1 : 0, o.back_to_back ? 1 : 0, o.warmup_per_size ? 1 : 0, o.average);
   out += "  \"rows\": [";
   const char* sep = "\n    ";
   for (const Row& row : rows) {

@@ -78,8 +78,12 @@ TEST(PerfReport, RunHeaderListsOptionsAndRanks) {
   EXPECT_NE(bytes.find("step: 1048576(bytes)"), std::string::npos);
   EXPECT_EQ(bytes.find("Blocking"), std::string::npos);
   EXPECT_EQ(bytes.find("Back-to-back"), std::string::npos);
+  EXPECT_EQ(bytes.find("Warm-up per size"), std::string::npos);
   o.back_to_back = true;
   EXPECT_NE(FormatRunHeader(o, {}).find("# Back-to-back: every iteration one blocking call"),
+            std::string::npos);
+  o.warmup_per_size = true;
+  EXPECT_NE(FormatRunHeader(o, {}).find("# Warm-up per size: the warm-up iterations run"),
             std::string::npos);
 }
 
@@ -132,6 +136,8 @@ TEST(PerfReport, JsonHasEveryMeasurement) {
   const std::vector<Row> rows{row};
   const std::string json = FormatJson(o, 4, rows, Summarize(rows, 4));
   EXPECT_NE(json.find("\"nranks\": 4"), std::string::npos);
+  EXPECT_NE(json.find("\"back_to_back\": 0, \"warmup_per_size\": 0, \"average\": 1}"),
+            std::string::npos);
   EXPECT_NE(json.find("{\"collective\": \"all_reduce\", \"placement\": \"out-of-place\", "
                       "\"size\": 1048576, \"count\": 262144, \"type\": \"float\", \"redop\": "
                       "\"sum\", \"root\": -1, \"time_us\": 123.456, \"algbw_gbps\": 8.49, "
