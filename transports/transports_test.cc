@@ -3,6 +3,7 @@
 // mismatched message or a vanished peer by name.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -527,6 +528,53 @@ TEST(TcpTransport, ClosedPeerIsARemoteErrorNamingIt) {
   EXPECT_NE(s.message().find("rank 0"), std::string::npos) << s.message();
 }
 
+// With two sockets, the lower rank's messages travel on the first and the
+// higher rank's on the second (one socket per direction, like NCCL's one-way
+// connections); each side still receives what the other sent.
+TEST(TcpTransport, EachDirectionHasItsOwnSocket) {
+  int pair0[2], pair1[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, pair0), 0);
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, pair1), 0);
+  TcpConnection lower(1, true, "h1", "NET/Socket/lo", {pair0[0], pair1[0]});
+  TcpConnection higher(0, false, "h0", "NET/Socket/lo", {pair0[1], pair1[1]});
+  auto queued = [](int fd) {
+    int n = -1;
+    EXPECT_EQ(ioctl(fd, FIONREAD, &n), 0);
+    return n;
+  };
+  auto drive = [](TcpConnection& c) {
+    for (int i = 0; i < 1000 && !c.idle(); ++i) {
+      auto r = c.Progress();
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+    }
+    EXPECT_TRUE(c.idle());
+  };
+  for (const bool from_lower : {true, false}) {
+    SCOPED_TRACE(from_lower ? "lower to higher" : "higher to lower");
+    TcpConnection& sender = from_lower ? lower : higher;
+    TcpConnection& receiver = from_lower ? higher : lower;
+    std::vector<char> src(3000), dst(3000, 0);
+    for (size_t i = 0; i < src.size(); ++i) {
+      src[i] = static_cast<char>(i * 7 + (from_lower ? 1 : 2));
+    }
+    Transfer send, recv;
+    send.dir = Transfer::Dir::kSend;
+    send.src = src.data();
+    send.bytes = src.size();
+    recv.dir = Transfer::Dir::kRecv;
+    recv.dst = dst.data();
+    recv.bytes = dst.size();
+    sender.PostSend(&send);
+    drive(sender);
+    // Everything it sent waits on its own direction's socket, none on the other.
+    EXPECT_GT(queued(from_lower ? pair0[1] : pair1[0]), 0);
+    EXPECT_EQ(queued(from_lower ? pair1[1] : pair0[0]), 0);
+    receiver.PostRecv(&recv);
+    drive(receiver);
+    EXPECT_EQ(dst, src);
+  }
+}
+
 // A connection on loopback is recognised as staying on the host; a socket
 // that is not TCP/IP, or not connected, is not.
 TEST(TcpTransport, LoopbackStaysOnHost) {
@@ -554,7 +602,7 @@ TEST(TcpTransport, LoopbackStaysOnHost) {
   int sndbuf = 0;
   socklen_t sl = sizeof(sndbuf);
   {
-    TcpConnection conn(1, "here", "NET/Socket/lo", {c});
+    TcpConnection conn(1, true, "here", "NET/Socket/lo", {c});
     ASSERT_EQ(getsockopt(c, SOL_SOCKET, SO_SNDBUF, &sndbuf, &sl), 0);
     EXPECT_LE(sndbuf, 2 * (128 << 10));
     EXPECT_GT(sndbuf, 64 << 10);

@@ -186,9 +186,9 @@ const StringParam kSocketIfname("SOCKET_IFNAME", "", true,
 const StringParam kSocketFamily("SOCKET_FAMILY", "", true,
     "Address family for TCP: AF_INET or AF_INET6; empty = either");
 const IntParam kSocketNthreads("SOCKET_NTHREADS", "1", true,
-    "With NSOCKS_PERTHREAD: TCP sockets per peer = product (loom drives them from one thread)");
+    "With NSOCKS_PERTHREAD: TCP sockets per peer and direction = product (driven from one thread)");
 const IntParam kNsocksPerthread("NSOCKS_PERTHREAD", "1", true,
-    "With SOCKET_NTHREADS: TCP sockets per peer = product; messages are striped across them");
+    "With SOCKET_NTHREADS: TCP sockets per peer and direction = product; messages striped over them");
 const BoolParam kShmDisable("SHM_DISABLE", "0", true,
     "Do not use the shared-memory transport between ranks on one host");
 const BoolParam kP2pDisable("P2P_DISABLE", "0", true,

@@ -1,4 +1,5 @@
-// TcpConnection: header on socket 0, payload striped over the sockets in
+// TcpConnection: one set of sockets per direction; the header on the
+// direction's first socket, payload striped over its sockets in
 // kStripeBytes units; each socket walks the posted transfers in order, so
 // its byte stream matches the peer's. Receives that reduce go through a
 // per-socket bounce buffer.
@@ -71,9 +72,18 @@ size_t TcpConnection::MessageOffset(size_t local, int s, int n) {
   return ((local / U) * n + s) * U + local % U;
 }
 
-TcpConnection::TcpConnection(int peer, std::string peer_host, std::string via,
+TcpConnection::TcpConnection(int peer, bool lower, std::string peer_host, std::string via,
                              std::vector<int> fds)
     : peer_(peer), peer_host_(std::move(peer_host)), via_(std::move(via)) {
+  const int n = static_cast<int>(fds.size()), half = n / 2;
+  for (int i = 0; i < n; ++i) {
+    if (n == 1) {
+      send_socks_.push_back(i);
+      recv_socks_.push_back(i);
+    } else {
+      ((i < half) == lower ? send_socks_ : recv_socks_).push_back(i);
+    }
+  }
   for (int fd : fds) {
     int flags = fcntl(fd, F_GETFL, 0);
     fcntl(fd, F_SETFL, flags | O_NONBLOCK);
@@ -92,12 +102,12 @@ TcpConnection::~TcpConnection() {
 
 void TcpConnection::PostSend(Transfer* t) {
   t->seq = send_seq_++;
-  sends_.push_back(Posted{t, std::vector<size_t>(socks_.size(), 0)});
+  sends_.push_back(Posted{t, std::vector<size_t>(send_socks_.size(), 0)});
 }
 
 void TcpConnection::PostRecv(Transfer* t) {
   t->seq = recv_seq_++;
-  recvs_.push_back(Posted{t, std::vector<size_t>(socks_.size(), 0)});
+  recvs_.push_back(Posted{t, std::vector<size_t>(recv_socks_.size(), 0)});
 }
 
 std::string TcpConnection::Describe() const {
@@ -113,30 +123,34 @@ Status TcpConnection::PeerError(const char* what, int err) const {
 }
 
 // Does socket s still have bytes of p to move?
-bool TcpConnection::Pending(const Posted& p, int s) const {
-  return p.moved[s] < Share(p.t->bytes, s, nsocks());
+bool TcpConnection::Pending(const Posted& p, int s, int n) {
+  return p.moved[s] < Share(p.t->bytes, s, n);
 }
 
+// A socket that carries both directions (a single one) gets two entries,
+// one per direction; poll accepts the same descriptor twice.
 void TcpConnection::AppendPollFds(std::vector<pollfd>* fds) const {
-  for (int s = 0; s < nsocks(); ++s) {
-    short events = 0;
+  for (int s = 0; s < nrecv(); ++s) {
     for (const Posted& p : recvs_) {
-      if ((s == 0 && !p.t->header_done) || Pending(p, s)) {
-        events |= POLLIN;
+      if ((s == 0 && !p.t->header_done) || Pending(p, s, nrecv())) {
+        fds->push_back(pollfd{socks_[recv_socks_[s]].fd, POLLIN, 0});
         break;
       }
     }
+  }
+  for (int s = 0; s < nsend(); ++s) {
     for (const Posted& p : sends_) {
       if (s == 0 && !p.t->header_done) {
-        events |= POLLOUT;
+        fds->push_back(pollfd{socks_[send_socks_[s]].fd, POLLOUT, 0});
         break;
       }
-      if (!Pending(p, s)) continue;
+      if (!Pending(p, s, nsend())) continue;
       // A send waiting on its gate waits for local progress, not the socket.
-      if (MessageOffset(p.moved[s], s, nsocks()) < p.t->Allowed()) events |= POLLOUT;
+      if (MessageOffset(p.moved[s], s, nsend()) < p.t->Allowed()) {
+        fds->push_back(pollfd{socks_[send_socks_[s]].fd, POLLOUT, 0});
+      }
       break;
     }
-    if (events != 0) fds->push_back(pollfd{socks_[s].fd, events, 0});
   }
 }
 
@@ -157,7 +171,7 @@ Result<bool> TcpConnection::SendHeader(Posted& p) {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = payload > 0 ? 2 : 1;
-    ssize_t n = ::sendmsg(socks_[0].fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = ::sendmsg(socks_[send_socks_[0]].fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (WouldBlock(errno)) return moved;
       if (errno == EINTR) continue;
@@ -178,7 +192,7 @@ Result<bool> TcpConnection::SendHeader(Posted& p) {
 // the gate allows; the bytes count only once the header has been checked.
 Result<bool> TcpConnection::RecvHeader(Posted& p) {
   Transfer* t = p.t;
-  Socket& sock = socks_[0];
+  Socket& sock = socks_[recv_socks_[0]];
   const size_t room = std::min({t->bytes, U, t->Allowed()});
   char* into = nullptr;
   if (t->reduce_with == nullptr) {
@@ -227,7 +241,8 @@ Result<bool> TcpConnection::RecvHeader(Posted& p) {
 // first transfer it cannot finish (socket full, or gated).
 Result<bool> TcpConnection::SendOn(int s) {
   bool moved = false;
-  const int n = nsocks();
+  const int n = nsend();
+  const int fd = socks_[send_socks_[s]].fd;
   for (Posted& p : sends_) {
     Transfer* t = p.t;
     if (s == 0 && !t->header_done) {
@@ -241,8 +256,8 @@ Result<bool> TcpConnection::SendOn(int s) {
       const size_t unit_end = std::min(t->bytes, (g / U + 1) * U);
       const size_t limit = std::min(unit_end, t->Allowed());
       if (g >= limit) return moved;  // gated
-      ssize_t r = ::send(socks_[s].fd, static_cast<const char*>(t->src) + g, limit - g,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+      ssize_t r =
+          ::send(fd, static_cast<const char*>(t->src) + g, limit - g, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (r < 0) {
         if (WouldBlock(errno)) return moved;
         if (errno == EINTR) continue;
@@ -257,8 +272,8 @@ Result<bool> TcpConnection::SendOn(int s) {
 
 Result<bool> TcpConnection::RecvOn(int s) {
   bool moved = false;
-  const int n = nsocks();
-  Socket& sock = socks_[s];
+  const int n = nrecv();
+  Socket& sock = socks_[recv_socks_[s]];
   for (Posted& p : recvs_) {
     Transfer* t = p.t;
     if (!t->header_done) {
@@ -334,12 +349,11 @@ Result<bool> TcpConnection::RecvOn(int s) {
   return moved;
 }
 
-void TcpConnection::Settle(std::deque<Posted>* q) {
-  const int n = nsocks();
+void TcpConnection::Settle(std::deque<Posted>* q, int n) {
   for (Posted& p : *q) {
     size_t done = p.t->bytes;
     for (int s = 0; s < n; ++s) {
-      if (Pending(p, s)) done = std::min(done, MessageOffset(p.moved[s], s, n));
+      if (Pending(p, s, n)) done = std::min(done, MessageOffset(p.moved[s], s, n));
     }
     p.t->done = done;
   }
@@ -350,21 +364,21 @@ void TcpConnection::Settle(std::deque<Posted>* q) {
 
 Result<bool> TcpConnection::Progress() {
   bool moved = false;
-  for (int s = 0; s < nsocks(); ++s) {
+  for (int s = 0; s < nrecv(); ++s) {
     if (!recvs_.empty()) {
       LOOM_ASSIGN_OR_RETURN(bool r, RecvOn(s));
       moved |= r;
     }
   }
-  if (moved) Settle(&recvs_);
+  if (moved) Settle(&recvs_, nrecv());
   bool sent = false;
-  for (int s = 0; s < nsocks(); ++s) {
+  for (int s = 0; s < nsend(); ++s) {
     if (!sends_.empty()) {
       LOOM_ASSIGN_OR_RETURN(bool m, SendOn(s));
       sent |= m;
     }
   }
-  if (sent) Settle(&sends_);
+  if (sent) Settle(&sends_, nsend());
   return moved || sent;
 }
 

@@ -1,7 +1,12 @@
-// TcpConnection: one or more non-blocking TCP sockets to a peer, carrying
-// the messages of both directions. With several sockets (NCCL_SOCKET_NTHREADS
-// x NCCL_NSOCKS_PERTHREAD), a message is cut into kStripeBytes units dealt
-// round-robin over the sockets; socket 0 also carries every header.
+// TcpConnection: non-blocking TCP sockets to a peer, one set for each
+// direction, as NCCL's network connections are one-way. On loopback a
+// socket carrying both directions fell into a slow mode far more often
+// (perf/tcp_exchange_bench), and the 2-rank all-reduce and all-gather of
+// 2-16 MiB were 1.23-1.33x faster with a socket per direction (medians of
+// 8, docs/PERFORMANCE.md). With several sockets per direction
+// (NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD), a message is cut into
+// kStripeBytes units dealt round-robin over its direction's sockets; the
+// first of them also carries every header.
 #pragma once
 
 #include <deque>
@@ -17,9 +22,11 @@ class TcpConnection final : public Connection {
   static constexpr size_t kStripeBytes = 256 << 10;
 
   // Takes ownership of the connected `fds` (socket i of the peer pair is
-  // fds[i] on both sides). `via` names the local interface, as NCCL prints
-  // it ("NET/Socket/eth0").
-  TcpConnection(int peer, std::string peer_host, std::string via, std::vector<int> fds);
+  // fds[i] on both sides). With two or more, the first half carries the
+  // lower rank's messages to the higher rank and the rest the other way
+  // (`lower`: this end is the lower rank); a single socket carries both.
+  // `via` names the local interface, as NCCL prints it ("NET/Socket/eth0").
+  TcpConnection(int peer, bool lower, std::string peer_host, std::string via, std::vector<int> fds);
   ~TcpConnection() override;
 
   void PostSend(Transfer* t) override;
@@ -41,7 +48,7 @@ class TcpConnection final : public Connection {
  private:
   struct Posted {
     Transfer* t;
-    std::vector<size_t> moved;  // per socket: bytes of its share done
+    std::vector<size_t> moved;  // per socket of its direction: bytes of its share done
   };
   struct Socket {
     int fd = -1;
@@ -52,20 +59,24 @@ class TcpConnection final : public Connection {
     size_t bounce_fill = 0;
   };
 
+  // s: the socket's index among its direction's (socks_[send_socks_[s]]).
   Result<bool> SendOn(int s);
   Result<bool> RecvOn(int s);
   Result<bool> SendHeader(Posted& p);
   Result<bool> RecvHeader(Posted& p);
   // Updates t->done (the completed prefix) and pops finished transfers.
-  void Settle(std::deque<Posted>* q);
-  bool Pending(const Posted& p, int s) const;
+  void Settle(std::deque<Posted>* q, int n);
+  // Whether socket s (of n in the transfer's direction) has bytes of p left.
+  static bool Pending(const Posted& p, int s, int n);
   Status PeerError(const char* what, int err) const;
-  int nsocks() const { return static_cast<int>(socks_.size()); }
+  int nsend() const { return static_cast<int>(send_socks_.size()); }
+  int nrecv() const { return static_cast<int>(recv_socks_.size()); }
 
   int peer_;
   std::string peer_host_;
   std::string via_;
   std::vector<Socket> socks_;
+  std::vector<int> send_socks_, recv_socks_;  // indices into socks_, per direction
   std::deque<Posted> sends_, recvs_;
   uint32_t send_seq_ = 0, recv_seq_ = 0;
   MessageHeader send_hdr_{}, recv_hdr_{};

@@ -123,8 +123,8 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpContext::Connect(
   std::map<int, std::vector<int>> fd_of;  // peer -> connected fds by index (-1 = not yet)
   int wanted = 0;
   for (int p : peers) {
-    fd_of[p].assign(plan[p].nsocks, -1);
-    wanted += plan[p].nsocks;
+    fd_of[p].assign(2 * plan[p].nsocks, -1);  // nsocks each way (TcpConnection)
+    wanted += 2 * plan[p].nsocks;
   }
   int connected = 0;
   int expected_accepts = 0;
@@ -137,10 +137,10 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpContext::Connect(
   for (int p : peers) {
     const Plan& pl = plan[p];
     if (p > rank) {
-      expected_accepts += pl.nsocks;
+      expected_accepts += 2 * pl.nsocks;
       continue;
     }
-    for (int index = 0; index < pl.nsocks; ++index) {
+    for (int index = 0; index < 2 * pl.nsocks; ++index) {
       const auto [lo, hi] = pl.pairs[index % pl.pairs.size()];
       auto ep = ParseEndpoint(pl.theirs[lo].endpoint);
       if (!ep.ok()) return ep.status();
@@ -258,10 +258,10 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpContext::Connect(
   std::vector<std::unique_ptr<Connection>> conns;
   for (int p : peers) {
     const Plan& pl = plan[p];
-    conns.push_back(std::make_unique<TcpConnection>(p, hosts[p], "NET/Socket/" + pl.via,
+    conns.push_back(std::make_unique<TcpConnection>(p, rank < p, hosts[p], "NET/Socket/" + pl.via,
                                                     std::move(fd_of[p])));
-    LOOM_INFO(log::kInit | log::kNet, "rank %d -> rank %d via NET/Socket/%s (%d socket%s)", rank, p,
-              pl.via.c_str(), pl.nsocks, pl.nsocks > 1 ? "s" : "");
+    LOOM_INFO(log::kInit | log::kNet, "rank %d -> rank %d via NET/Socket/%s (%d socket%s each way)",
+              rank, p, pl.via.c_str(), pl.nsocks, pl.nsocks > 1 ? "s" : "");
   }
   return conns;
 }

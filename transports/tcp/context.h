@@ -39,9 +39,10 @@ class TcpContext {
   std::string address() const;
 
   // Collective over the ranks that have TCP peers. `addresses[p]` is what
-  // rank p published; at least `nsocks` sockets per peer (the same on every
-  // rank). With several NICs on both ends the pair uses max(nsocks, number
-  // of NIC pairs on shared subnets) sockets, socket i on pair i mod pairs,
+  // rank p published; at least `nsocks` sockets per peer and direction (the
+  // same on every rank). With several NICs on both ends the pair uses
+  // max(nsocks, number of NIC pairs on shared subnets) sockets each way,
+  // socket i on pair i mod pairs,
   // each bound to the local NIC's address and connected to the peer's NIC
   // on that subnet; the connection's via lists the local NICs
   // ("NET/Socket/data0,data1"). Returns connections indexed like `peers`.

@@ -1,0 +1,298 @@
+// What TCP over loopback gives a plain exchange, measured in the same run as
+// loom and the anchors: two "ranks" (threads, or processes with
+// --processes) each sending `bytes` to the other and receiving as many at
+// once over 127.0.0.1 (non-blocking sockets, TCP_NODELAY, spinning on the
+// sockets for 50 us before a poll), at every power of two from 32 KiB to
+// 128 MiB, plus the time of one 8-byte exchange back to back (left out when
+// --min-bytes is given). No protocol, no reduction, no copies of our own:
+// the kernel's cost of moving the bytes, which every 2-rank collective over
+// TCP pays. A 2-rank all-reduce of S bytes sends and receives at least S per
+// rank (its ring: two halves), a reduce-scatter or all-gather S/2; so
+// perf/compare_report.py sets each one's busbw against this exchange of the
+// same bytes. It is the link as a plain program sees it, not a strict
+// bound: more sockets could do better.
+//
+// Each size runs in four setups and the fastest is printed (all four with
+// --verbose): the kernel's default send buffer or loom's 128 KiB one for
+// connections that stay on the host (transports/tcp/connection.cc), and one
+// socket carrying both directions or one socket per direction (what loom
+// does since this tool showed the difference).
+//
+//   tcp_exchange_bench [--min-bytes N] [--max-bytes N] [--reps R] [--processes] [--verbose]
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <barrier>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void Die(const char* what) {
+  std::fprintf(stderr, "tcp_exchange_bench: %s: %s\n", what, std::strerror(errno));
+  std::exit(1);
+}
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<char, FreeDeleter>;
+
+Buffer MakeTouched(size_t bytes) {
+  Buffer b(static_cast<char*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096)));
+  if (!b) Die("cannot allocate the buffers");
+  std::memset(b.get(), 1, bytes);
+  return b;
+}
+
+// A connected pair over 127.0.0.1, both ends non-blocking with TCP_NODELAY;
+// sndbuf 0 keeps the kernel's default (autotuned).
+std::pair<int, int> ConnectedPair(int sndbuf) {
+  const int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  if (lfd < 0) Die("socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(lfd, reinterpret_cast<sockaddr*>(&addr), len) != 0) Die("bind 127.0.0.1");
+  if (listen(lfd, 1) != 0) Die("listen");
+  if (getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) Die("getsockname");
+  const int a = socket(AF_INET, SOCK_STREAM, 0);
+  if (a < 0) Die("socket");
+  if (connect(a, reinterpret_cast<sockaddr*>(&addr), len) != 0) Die("connect 127.0.0.1");
+  const int b = accept(lfd, nullptr, nullptr);
+  if (b < 0) Die("accept");
+  close(lfd);
+  for (int fd : {a, b}) {
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (sndbuf > 0) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+    const int flags = fcntl(fd, F_GETFL, 0);
+    fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  }
+  return {a, b};
+}
+
+// Sends n bytes on send_fd and receives n on recv_fd at once (the same
+// socket, or one per direction); spins on the sockets for up to 50 us
+// without progress, then polls.
+void Exchange(int send_fd, int recv_fd, const char* send_buf, char* recv_buf, size_t n) {
+  size_t sent = 0, got = 0;
+  auto idle_since = Clock::time_point{};
+  while (sent < n || got < n) {
+    bool moved = false;
+    if (sent < n) {
+      const ssize_t w = send(send_fd, send_buf + sent, n - sent, MSG_NOSIGNAL);
+      if (w > 0) {
+        sent += static_cast<size_t>(w);
+        moved = true;
+      } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+        Die("send");
+      }
+    }
+    if (got < n) {
+      const ssize_t r = recv(recv_fd, recv_buf + got, n - got, 0);
+      if (r > 0) {
+        got += static_cast<size_t>(r);
+        moved = true;
+      } else if (r == 0) {
+        errno = ECONNRESET;
+        Die("recv: the peer closed");
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        Die("recv");
+      }
+    }
+    if (moved) {
+      idle_since = {};
+      continue;
+    }
+    const auto now = Clock::now();
+    if (idle_since == Clock::time_point{}) idle_since = now;
+    if (now - idle_since < std::chrono::microseconds(50)) continue;
+    pollfd p[2] = {{send_fd, static_cast<short>(sent < n ? POLLOUT : 0), 0},
+                   {recv_fd, static_cast<short>(got < n ? POLLIN : 0), 0}};
+    if (poll(p, 2, 1000) < 0 && errno != EINTR) Die("poll");
+  }
+}
+
+// Median seconds per exchange of `bytes` on one side: `reps` timed regions
+// of `rounds` exchanges each after one to warm up; `sync` lines both sides
+// up before a region and after it, so side 0's region ends when the slower
+// side is done.
+template <typename Sync>
+double TimeExchange(int send_fd, int recv_fd, const char* send_buf, char* recv_buf, size_t bytes,
+                    int rounds, int reps, Sync&& sync) {
+  std::vector<double> per_round;
+  for (int rep = 0; rep < reps + 1; ++rep) {
+    sync();
+    const auto t0 = Clock::now();
+    for (int i = 0; i < rounds; ++i) Exchange(send_fd, recv_fd, send_buf, recv_buf, bytes);
+    sync();
+    if (rep > 0)
+      per_round.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / rounds);
+  }
+  std::sort(per_round.begin(), per_round.end());
+  return per_round[per_round.size() / 2];
+}
+
+// "256K", "16M", "1G" or plain bytes; 0 when it is none of these.
+size_t ParseBytes(const std::string& s) {
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  const std::string unit = end;
+  if (unit.empty()) return v;
+  if (unit == "K") return v << 10;
+  if (unit == "M") return v << 20;
+  if (unit == "G") return v << 30;
+  return 0;
+}
+
+[[noreturn]] void Usage(const char* why) {
+  std::fprintf(stderr,
+               "tcp_exchange_bench: %s\nusage: tcp_exchange_bench [--min-bytes N] [--max-bytes N] "
+               "[--reps R] [--processes] [--verbose]\n",
+               why);
+  std::exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  size_t min_bytes = size_t{32} << 10, max_bytes = size_t{128} << 20;
+  int reps = 5;
+  bool processes = false, latency = true, verbose = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--processes" || arg == "--verbose") {
+      (arg == "--processes" ? processes : verbose) = true;
+      continue;
+    }
+    if (i + 1 >= argc) Usage(("missing value for " + arg).c_str());
+    const std::string value = argv[++i];
+    if (arg == "--min-bytes") {
+      min_bytes = ParseBytes(value);
+      latency = false;
+    } else if (arg == "--max-bytes") {
+      max_bytes = ParseBytes(value);
+    } else if (arg == "--reps") {
+      reps = std::atoi(value.c_str());
+    } else {
+      Usage(("unknown flag " + arg).c_str());
+    }
+  }
+  if (min_bytes == 0 || max_bytes < min_bytes) {
+    Usage("--min-bytes and --max-bytes: sizes in bytes, or with K, M or G, the least first");
+  }
+  if (reps < 1) Usage("--reps must be at least 1");
+
+  // Each configuration has two connected pairs. With one socket, side i
+  // sends and receives on its end of pair 0; with a socket per direction,
+  // side 0 sends on pair 0 and receives on pair 1, side 1 the other way.
+  struct Config {
+    const char* name;
+    int sndbuf;
+    bool per_direction;
+    int fds[2][2];  // [pair][end]
+    int send_fd(int me) const { return per_direction ? fds[me][0] : fds[0][me]; }
+    int recv_fd(int me) const { return per_direction ? fds[1 - me][1] : fds[0][me]; }
+  };
+  Config configs[] = {{"default", 0, false, {}},
+                      {"128K", 128 << 10, false, {}},
+                      {"default, a socket per direction", 0, true, {}},
+                      {"128K, a socket per direction", 128 << 10, true, {}}};
+  for (Config& c : configs) {
+    for (auto& pair : c.fds) {
+      const auto [a, b] = ConnectedPair(c.sndbuf);
+      pair[0] = a;
+      pair[1] = b;
+    }
+  }
+  std::vector<size_t> sizes;
+  if (latency) sizes.push_back(8);  // the 8-byte exchange, unless --min-bytes is given
+  for (size_t s = min_bytes; s <= max_bytes; s *= 2) sizes.push_back(s);
+  // Every side runs the same sweep; side 0 prints. Buffers are allocated
+  // and touched by the side that uses them (after the fork: no copy-on-write).
+  constexpr int kConfigs = sizeof(configs) / sizeof(configs[0]);
+  auto side = [&](int me, auto&& sync) {
+    const Buffer send_buf = MakeTouched(max_bytes), recv_buf = MakeTouched(max_bytes);
+    if (me == 0) {
+      std::printf(
+          "# TCP over 127.0.0.1: 2 %s, each sends and receives the bytes at once; "
+          "median of %d, the fastest of %d setups\n",
+          processes ? "processes" : "threads", reps, kConfigs);
+      std::printf("# %11s %12s %9s  %s\n", "bytes", "us", "GB/s",
+                  "the fastest: send buffer, sockets");
+    }
+    for (size_t bytes : sizes) {
+      // About 64 MiB per timed region, at least one exchange; 8 B gets 10000.
+      const int rounds =
+          bytes <= 8 ? 10000 : static_cast<int>(std::max<size_t>(1, (size_t{64} << 20) / bytes));
+      double best = 0;
+      const char* best_name = "";
+      for (int c = 0; c < kConfigs; ++c) {
+        const Config& config = configs[c];
+        const double t = TimeExchange(config.send_fd(me), config.recv_fd(me), send_buf.get(),
+                                      recv_buf.get(), bytes, rounds, reps, [&] { sync(c); });
+        if (me == 0 && verbose) std::printf("# %11zu %12.2f  %s\n", bytes, t * 1e6, config.name);
+        if (best == 0 || t < best) {
+          best = t;
+          best_name = config.name;
+        }
+      }
+      if (me == 0) {
+        std::printf("  %11zu %12.2f %9.3f  %s\n", bytes, best * 1e6,
+                    static_cast<double>(bytes) / best / 1e9, best_name);
+        std::fflush(stdout);
+      }
+    }
+  };
+  if (processes) {
+    // The sides line up by exchanging one byte over the pair they time.
+    auto token = [&](int me) {
+      return [&, me](int c) {
+        char out = 1, in = 0;
+        Exchange(configs[c].send_fd(me), configs[c].recv_fd(me), &out, &in, 1);
+      };
+    };
+    const pid_t child = fork();
+    if (child < 0) Die("fork");
+    if (child == 0) {
+      side(1, token(1));
+      std::_Exit(0);
+    }
+    side(0, token(0));
+    int wstatus = 0;
+    if (waitpid(child, &wstatus, 0) != child || !WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+      std::fprintf(stderr, "tcp_exchange_bench: the second process failed\n");
+      return 1;
+    }
+  } else {
+    std::barrier barrier(2);
+    auto sync = [&](int) { barrier.arrive_and_wait(); };
+    std::thread other([&] { side(1, sync); });
+    side(0, sync);
+    other.join();
+  }
+  for (Config& c : configs) {
+    for (auto& pair : c.fds) {
+      for (int fd : pair) close(fd);
+    }
+  }
+  return 0;
+}
