@@ -1,8 +1,10 @@
 #!/bin/bash
 # Runs loom and the anchors (Open MPI, Gloo) alternately on this machine and
 # prints busbw ratios with medians over repeats, plus the memcpy limit
-# measured in the same run (and, for shared memory with 2 ranks, the
-# ceiling that the memory traffic alone sets: perf/ring_memory_bench).
+# measured in the same run and, with 2 ranks, a ceiling: for shared memory
+# what the memory traffic alone allows and an 8-byte exchange of a cache
+# line (perf/ring_memory_bench), for TCP a plain exchange over loopback of
+# the bytes each collective moves (perf/tcp_exchange_bench).
 # Needs the anchor packages:
 #   apt-get install -y openmpi-bin libopenmpi-dev libgloo-dev
 # usage: perf/compare.sh [-r REPEAT] [-n NP] [-t shm|tcp] [-o ops] [-b MIN] [-e MAX] [-f F] [--gloo] [--rt] [--register] [--out DIR]
@@ -60,6 +62,10 @@ for ((r = 1; r <= REPEAT; r++)); do
     # The ceiling: the memory traffic of the 2-rank ring all-reduce and of a
     # one-copy all-gather alone, both cores at once (perf/ring_memory_bench.cc).
     "${RT[@]}" "$BUILD/perf/ring_memory_bench" --reps 3 > "$OUT/ceiling.r$r.txt" 2>&1 || true
+  fi
+  if [[ $TRANSPORT == tcp && $NP == 2 && -x $BUILD/perf/tcp_exchange_bench ]]; then
+    # The link: two processes exchanging the same bytes over loopback.
+    "${RT[@]}" "$BUILD/perf/tcp_exchange_bench" --processes --reps 3 > "$OUT/link.r$r.txt" 2>&1 || true
   fi
   for op in ${OPS//,/ }; do
     "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/mpi_coll_perf" -b "$MINB" -e "$MAXB" -f "$FACTOR" -o "$op" \

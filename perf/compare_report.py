@@ -9,11 +9,19 @@ The allreduce_lat row is the 8 B latency pass (10000 iterations); in
 allreduce_lat_b2b loom makes the same calls blocking and back to back
 (--back-to-back 1), as the anchors do, against the same anchor figures.
 
-With ceiling.r*.txt (perf/ring_memory_bench, shared memory, 2 ranks) two
-more columns for sizes from 64 MiB, where the buffers are far larger than
-the cache: %ceil, loom's busbw as a share of what the memory traffic alone
-allows (the ring all-reduce out of place; the one-copy all-gather), and
-ceil/MPI, the largest loom/MPI ratio any implementation could reach there.
+Two more columns where a ceiling was measured in the same run: %ceil,
+loom's busbw (or, below 1 KiB, its speed: ceiling time over loom's time) as
+a share of the ceiling, and ceil/MPI, the ceiling over Open MPI's figure,
+the largest loom/MPI ratio any implementation could reach there.
+* Shared memory, 2 ranks (ceiling.r*.txt, perf/ring_memory_bench): from 64
+  MiB, where the buffers are far larger than the cache, what the memory
+  traffic alone allows (the ring all-reduce out of place; the one-copy
+  all-gather); and for the 8 B rows the 8-byte exchange of a cache line
+  between the two cores.
+* TCP, 2 ranks (link.r*.txt, perf/tcp_exchange_bench): a plain exchange of
+  the bytes each rank must send and receive (an all-reduce of S: S; a
+  reduce-scatter or all-gather: S/2), from 64 KiB and for the 8 B rows. A
+  plain program's link, not a strict bound (more sockets could beat it).
 """
 import csv
 import glob
@@ -56,11 +64,14 @@ CEILING_ROWS = {"allreduce": "ring out of place", "allgather": "all-gather, one 
 CEILING_SHOWN = ("ring out of place", "ring in place", "all-gather, one copy",
                  "all-gather, through a FIFO")
 CEILING_MIN_BYTES = 64 << 20
+LATENCY_ROWS = ("allreduce_lat", "allreduce_lat_b2b")
+EXCHANGE = "8 B exchange"
+LINK_MIN_BYTES = 64 << 10
 
 
 def ceilings(out):
-    """Median GB/s per ring_memory_bench pattern over the repeats; busbw of 2
-    ranks (the all-gather's algbw is halved)."""
+    """Median per ring_memory_bench pattern over the repeats: busbw GB/s of
+    2 ranks (the all-gather's algbw is halved), and the 8 B exchange in us."""
     vals = {}
     for path in glob.glob(os.path.join(out, "ceiling.r*.txt")):
         for line in open(path, errors="replace"):
@@ -71,11 +82,43 @@ def ceilings(out):
                 vals.setdefault(" ".join(f[:-2]), []).append(float(f[-2]))
             except ValueError:
                 continue
-    med = {k: statistics.median(v) for k, v in vals.items() if k in CEILING_SHOWN}
+    med = {k: statistics.median(v) for k, v in vals.items() if k in CEILING_SHOWN + (EXCHANGE,)}
     for k in med:
         if k.startswith("all-gather"):
             med[k] /= 2
     return med
+
+
+def link_times(out):
+    """Median us per exchanged size over the repeats (tcp_exchange_bench)."""
+    vals = {}
+    for path in glob.glob(os.path.join(out, "link.r*.txt")):
+        for line in open(path, errors="replace"):
+            f = line.split()
+            if line.startswith("#") or len(f) < 3 or not f[0].isdigit():
+                continue
+            vals.setdefault(int(f[0]), []).append(float(f[1]))
+    return {k: statistics.median(v) for k, v in vals.items()}
+
+
+def ceiling_for(op, size, ceil, link):
+    """The ceiling of a row as ("busbw", GB/s) or ("time", us); None where
+    none was measured."""
+    if op in LATENCY_ROWS:
+        if link:
+            return ("time", link[8]) if 8 in link else None
+        return ("time", ceil[EXCHANGE]) if EXCHANGE in ceil else None
+    if link:
+        exchanged = size if op == "allreduce" else size // 2
+        if size < LINK_MIN_BYTES or exchanged not in link:
+            return None
+        # 2 ranks: all-reduce busbw = algbw, the others algbw / 2.
+        algbw = size / (link[exchanged] * 1e-6) / 1e9
+        return ("busbw", algbw if op == "allreduce" else algbw / 2)
+    name = CEILING_ROWS.get(op, "")
+    if size < CEILING_MIN_BYTES or name not in ceil:
+        return None
+    return ("busbw", ceil[name])
 
 
 def collect(out, impl):
@@ -114,7 +157,7 @@ def main():
     out = sys.argv[1]
     loom, mpi, gloo = collect(out, "loom"), collect(out, "mpi"), collect(out, "gloo")
     mc = memcpy_gbs(out)
-    ceil = ceilings(out)
+    ceil, link = ceilings(out), link_times(out)
     if mc:
         print(f"# memcpy 256 MiB, one thread, median of this run: {mc:.2f} GB/s")
     for name in CEILING_SHOWN:
@@ -123,6 +166,11 @@ def main():
         gbs = ceil[name]
         pct = f" ({100 * gbs / mc:.0f}% of memcpy)" if mc else ""
         print(f"# ceiling, {name}: {gbs:.2f} GB/s busbw{pct}")
+    if EXCHANGE in ceil:
+        print(f"# ceiling, {EXCHANGE} between the cores: {ceil[EXCHANGE]:.3f} us")
+    if link:
+        sizes = ", ".join(f"{b} B {t:.2f} us" for b, t in sorted(link.items()) if b in (8, 1 << 20))
+        print(f"# ceiling, a plain TCP exchange per rank (tcp_exchange_bench): {sizes}")
     print(f"# {'op':<15}{'size':>11}{'loom us':>11}{'MPI us':>11}{'loom GB/s':>11}{'MPI GB/s':>10}"
           f"{'loom/MPI':>10}{'Gloo GB/s':>11}{'loom/Gloo':>10}{'%memcpy':>9}{'%ceil':>7}{'ceil/MPI':>9}"
           f"  Gloo best")
@@ -138,12 +186,15 @@ def main():
             galgo, gt, gb = gloo_best(gloo, key[1]) if key[0] == "allreduce" else ("", float("nan"), float("nan"))
             ratio, gratio = speedup(key[1], lt, lb, mt, mb), speedup(key[1], lt, lb, gt, gb)
             pct = 100 * lb / mc if mc else float("nan")
-            cb = ceil.get(CEILING_ROWS.get(key[0], ""), float("nan"))
-            if key[1] < CEILING_MIN_BYTES:
-                cb = float("nan")
-            pct_ceil = 100 * lb / cb if cb == cb else float("nan")
-            ceil_mpi = cb / mb if cb == cb and mb == mb and mb > 0 else float("nan")
-            cols = f"{pct_ceil:>6.0f}%{ceil_mpi:>9.2f}" if cb == cb else f"{'':>7}{'':>9}"
+            pct_ceil = ceil_mpi = float("nan")
+            c = ceiling_for(key[0], key[1], ceil, link)
+            if c and c[0] == "time":
+                pct_ceil = 100 * c[1] / lt if lt > 0 else float("nan")
+                ceil_mpi = mt / c[1] if mt == mt and c[1] > 0 else float("nan")
+            elif c:
+                pct_ceil = 100 * lb / c[1] if c[1] > 0 else float("nan")
+                ceil_mpi = c[1] / mb if mb == mb and mb > 0 else float("nan")
+            cols = f"{pct_ceil:>6.0f}%{ceil_mpi:>9.2f}" if c else f"{'':>7}{'':>9}"
             print(f"  {key[0]:<15}{key[1]:>11}{lt:>11.2f}{mt:>11.2f}{lb:>11.3f}{mb:>10.3f}{ratio:>10.2f}"
                   f"{gb:>11.3f}{gratio:>10.2f}{pct:>8.0f}%{cols}  {galgo}")
             w.writerow([key[0], key[1], lt, mt, lb, mb, ratio, gt, gb, galgo, pct, n, pct_ceil, ceil_mpi])

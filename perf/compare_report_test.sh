@@ -1,7 +1,9 @@
 #!/bin/bash
 # perf/compare_report.py: medians over repeats, ratios loom over Open MPI,
-# wrong results left out, and the ceiling columns (ring_memory_bench) only
-# from 64 MiB and only for the collectives that have a ceiling.
+# wrong results left out, and the ceiling columns: shared memory's
+# (ring_memory_bench) only from 64 MiB and only for the collectives that have
+# a ceiling, its 8-byte exchange for the latency rows, and TCP's plain
+# exchange (tcp_exchange_bench) of the bytes each collective moves.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
@@ -33,7 +35,16 @@ ring out of place                  7.00      58%
 ring in place                      9.00      75%
 all-gather, one copy              $((10 + r)).00      90%
 all-gather, through a FIFO        10.00      83%
+# pattern                            us
+8 B exchange                      0.250 us
 EOT
+  # The latency rows: loom 0.50 us non-blocking, 0.25 back to back; MPI 0.60.
+  echo "  allreduce                 8           2 float        0.60     0.013     0.013       0" \
+    >"$tmp/mpi.allreduce_lat.r$r.txt"
+  echo "           8             2     float     sum      -1     0.50    0.02    0.02      0     0.50    0.02    0.02      0" \
+    >"$tmp/loom.allreduce_lat.r$r.txt"
+  echo "           8             2     float     sum      -1     0.25    0.03    0.03      0     0.25    0.03    0.03      0" \
+    >"$tmp/loom.allreduce_lat_b2b.r$r.txt"
 done
 python3 "$here/compare_report.py" "$tmp" >"$tmp/report.txt" 2>&1 || fail "compare_report.py exited $?"
 grep -q "memcpy 256 MiB, one thread, median of this run: 12.00 GB/s" "$tmp/report.txt" || fail "memcpy median"
@@ -55,4 +66,52 @@ read -r -a f128 <<<"$row128"
 [ "${f128[10]}" = 50% ] || fail "128 MiB %ceil ${f128[10]}, expected 50%"
 [ "${f128[11]}" = 3.00 ] || fail "128 MiB ceil/MPI ${f128[11]}, expected 3.00"
 tr -d '\r' <"$tmp/report.csv" | grep -q '^allgather,134217728,.*,50.0,3.0$' || fail "CSV ceiling columns: $(grep 134217728 "$tmp/report.csv")"
+# The latency rows against the 8 B exchange (0.25 us): loom's speed as a
+# share of it, and how far it is below Open MPI's 0.60 us.
+lat=$(grep -E '^  allreduce_lat +8 ' "$tmp/report.txt") || fail "no latency row"
+read -r -a fl <<<"$lat"
+[ "${fl[10]}" = 50% ] || fail "latency %ceil ${fl[10]}, expected 50%"
+[ "${fl[11]}" = 2.40 ] || fail "latency ceil/MPI ${fl[11]}, expected 2.40"
+b2b=$(grep -E '^  allreduce_lat_b2b +8 ' "$tmp/report.txt") || fail "no back-to-back row"
+read -r -a fb <<<"$b2b"
+[ "${fb[10]}" = 100% ] || fail "back-to-back %ceil ${fb[10]}, expected 100%"
+
+# TCP: the link is a plain exchange of what each rank sends (an all-reduce
+# of S: S; an all-gather: S/2). 2 MiB exchanged in 524.288 us is 4 GB/s,
+# 1 MiB in 262.144 us too: both rows' ceilings are 4 GB/s busbw.
+tcp=$tmp/tcp
+mkdir -p "$tcp"
+for r in 1 2 3; do
+  cat >"$tcp/mpi.allreduce.r$r.txt" <<EOT
+  allreduce            4096        1024 float       20.00     0.205     0.205       0
+  allreduce         2097152      524288 float     1048.58     2.000     2.000       0
+EOT
+  cat >"$tcp/mpi.allgather.r$r.txt" <<EOT
+  allgather         2097152      262144 float      524.29     4.000     2.000       0
+EOT
+  cat >"$tcp/loom.allreduce.r$r.txt" <<EOT
+        4096          1024     float     sum      -1    10.00    0.41    0.41      0    10.00    0.41    0.41      0
+     2097152        524288     float     sum      -1   699.05    3.00    3.00      0   699.05    3.00    3.00      0
+EOT
+  cat >"$tcp/loom.allgather.r$r.txt" <<EOT
+     2097152        262144     float    none      -1   349.53    6.00    3.00      0   349.53    6.00    3.00      0
+EOT
+  cat >"$tcp/link.r$r.txt" <<EOT
+# TCP over 127.0.0.1: 2 processes, each sends and receives the bytes at once
+#       bytes           us      GB/s  the fastest: send buffer, sockets
+            8        10.00     0.001  default
+     1048576       262.144    4.000  128K, a socket per direction
+     2097152       524.288    4.000  128K, a socket per direction
+EOT
+done
+python3 "$here/compare_report.py" "$tcp" >"$tmp/report.txt" 2>&1 || fail "compare_report.py (tcp) exited $?"
+for op in allreduce allgather; do
+  row=$(grep -E "^  $op +2097152 " "$tmp/report.txt") || fail "no tcp $op 2 MiB row"
+  read -r -a ft <<<"$row"
+  [ "${ft[10]}" = 75% ] || fail "tcp $op %ceil ${ft[10]}, expected 75% (3 of 4 GB/s)"
+  [ "${ft[11]}" = 2.00 ] || fail "tcp $op ceil/MPI ${ft[11]}, expected 2.00"
+done
+small=$(grep -E '^  allreduce +4096 ' "$tmp/report.txt") || fail "no tcp 4 KiB row"
+read -r -a fs <<<"$small"
+[ "${#fs[@]}" -eq 10 ] || fail "tcp 4 KiB row has ${#fs[@]} fields: no link below 64 KiB"
 echo PASS

@@ -28,8 +28,18 @@
 // copied into the FIFO and, from the cache, into out; the peer's 1 MiB is
 // copied out of the FIFO.
 //
+// "8 B exchange" is the least a 2-rank 8-byte all-reduce over shared memory
+// can take: each thread writes its value and a serial into its own cache
+// line (one of two, as loom's small-collective slots alternate), waits for
+// the other thread's serial and adds the other's value, back to back; the
+// time per round is one handover of a cache line between the cores, with no
+// library around it. Printed in microseconds.
+//
 //   ring_memory_bench [--bytes N] [--reps R] [--threads T]
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -106,6 +116,60 @@ void RunRank(Rank& r, const Rank& peer, size_t bytes, Pattern p) {
       std::memcpy(out + base + kHalf, r.fifo_in.get(), kHalf);
     }
   }
+}
+
+// One thread's slots for the 8-byte exchange: a cache line each.
+struct alignas(64) ExchangeSlot {
+  std::atomic<uint64_t> serial{0};
+  float value[2] = {1.0f, 2.0f};
+};
+struct ExchangeMailbox {
+  ExchangeSlot slot[2];
+};
+
+// Rounds of the 8-byte exchange between `own` and `peer`'s mailboxes; the
+// sum keeps the reads. Spins with a pause, yielding now and then so that
+// two threads on one core still finish.
+float ExchangeRounds(ExchangeMailbox& own, const ExchangeMailbox& peer, uint64_t first, int rounds) {
+  float sum = 0;
+  for (uint64_t k = first; k < first + static_cast<uint64_t>(rounds); ++k) {
+    ExchangeSlot& mine = own.slot[k % 2];
+    mine.value[0] = static_cast<float>(k);
+    mine.serial.store(k + 1, std::memory_order_release);
+    const ExchangeSlot& theirs = peer.slot[k % 2];
+    for (unsigned polls = 1; theirs.serial.load(std::memory_order_acquire) != k + 1; ++polls) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+      if (polls % 4096 == 0) sched_yield();
+    }
+    sum += theirs.value[0] + theirs.value[1];
+  }
+  return sum;
+}
+
+// Median microseconds per round of the 8-byte exchange between 2 threads.
+double MeasureExchange(int reps) {
+  constexpr int kRounds = 200000;
+  ExchangeMailbox box[2];
+  std::vector<double> us;
+  uint64_t first = 0;
+  for (int rep = 0; rep < reps + 1; ++rep) {  // the first run warms up
+    const auto t0 = std::chrono::steady_clock::now();
+    float sums[2] = {0, 0};
+    std::thread other([&] { sums[1] = ExchangeRounds(box[1], box[0], first, kRounds); });
+    sums[0] = ExchangeRounds(box[0], box[1], first, kRounds);
+    other.join();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (sums[0] != sums[1]) {
+      std::fprintf(stderr, "ring_memory_bench: the 8 B exchange read wrong values\n");
+      std::exit(1);
+    }
+    if (rep > 0) us.push_back(s * 1e6 / kRounds);
+    first += kRounds;
+  }
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
 }
 
 // Median GB/s of `reps` runs of `p` on `threads` threads at once.
@@ -185,5 +249,7 @@ int main(int argc, char** argv) {
     if (memcpy_rate == 0) memcpy_rate = rate;
     std::printf("%-30s %8.2f %7.0f%%\n", row.name, rate, 100 * rate / memcpy_rate);
   }
+  std::printf("%-30s %8s\n", "# pattern", "us");
+  std::printf("%-30s %8.3f us\n", "8 B exchange", MeasureExchange(reps));
   return 0;
 }
