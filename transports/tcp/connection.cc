@@ -32,7 +32,9 @@ bool WouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
 // whole message. Stopping at every unit end there split each 256 KiB unit
 // into a send the socket buffer could take and a 212-byte remainder, a
 // segment of its own.
-size_t Unit(int nsocks) { return nsocks == 1 ? std::numeric_limits<size_t>::max() / 2 : U; }
+size_t Unit(int nsocks) {
+  return nsocks == 1 ? std::numeric_limits<size_t>::max() / 2 : U;
+}
 
 // Send buffer for a connection that never leaves this host (kernel bytes;
 // the kernel doubles it). Left to autotuning, the buffer grows to megabytes
