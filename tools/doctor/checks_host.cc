@@ -270,7 +270,8 @@ std::vector<Finding> CheckLimits(const std::vector<HostFacts>& hosts) {
       out.push_back(Warn(Check::kLimits, f.label, "memlock limit " + Bytes(l.memlock_bytes) + " with RDMA NICs present",
                          "ulimit -l unlimited"));
     }
-    // Sockets: NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD per peer, plus bootstrap and slack.
+    // Sockets: NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD per peer and direction (so twice
+    // that per peer host), plus bootstrap and slack.
     const int64_t per_peer = std::max(1, std::atoi(f.Param("SOCKET_NTHREADS").c_str())) *
                              std::max(1, std::atoi(f.Param("NSOCKS_PERTHREAD").c_str()));
     const int64_t need = 64 + 2 * per_peer * static_cast<int64_t>(hosts.size());
