@@ -7,11 +7,15 @@
 # the bytes each collective moves (perf/tcp_exchange_bench).
 # Needs the anchor packages:
 #   apt-get install -y openmpi-bin libopenmpi-dev libgloo-dev
-# usage: perf/compare.sh [-r REPEAT] [-n NP] [-t shm|tcp] [-o ops] [-b MIN] [-e MAX] [-f F] [--gloo] [--rt] [--register] [--out DIR]
+# usage: perf/compare.sh [-r REPEAT] [-n NP] [-t shm|tcp] [-o ops] [-b MIN] [-e MAX] [-f F] [--split BYTES] [--gloo] [--rt] [--register] [--out DIR]
 #   --rt: run loom and every anchor alike under chrt -f 1 (root), so that
 #         background load (builds, other jobs) cannot preempt either side
 #   --register: loom's buffers in shareable memory (loom perf -R 1); the
 #         anchors keep plain malloc'd buffers (they have no equivalent here)
+#   --split BYTES: sizes below it run in a sweep of their own, with buffers
+#         no larger than its largest size, for loom and the anchors alike
+#         (default 8M; 0: one sweep). Buffers of 256 MiB made small sizes
+#         vary 1-10 us here: the hypervisor's cost of pages it has evicted
 #   ops: comma list of allreduce,reduce_scatter,allgather (default all three)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,7 +23,7 @@ root=$(cd "$here/.." && pwd)
 ANCHORS=${ANCHORS:-$root/perf/anchors}  # builds shared/anchors' MPI harness + our Gloo fix
 BUILD=${BUILD:-$root/build}
 REPEAT=3 NP=2 TRANSPORT=shm OPS=allreduce,reduce_scatter,allgather MINB=8 MAXB=256M FACTOR=8
-GLOO=0 OUT="" RT=() LOOM_REG=()
+GLOO=0 OUT="" RT=() LOOM_REG=() SPLIT=8M
 GLOO_ALGOS=allreduce,allreduce_ring,allreduce_ring_chunked,allreduce_hd,allreduce_bcube
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -27,8 +31,9 @@ while [[ $# -gt 0 ]]; do
     -o) OPS=$2; shift 2 ;;     -b) MINB=$2; shift 2 ;; -e) MAXB=$2; shift 2 ;;
     -f) FACTOR=$2; shift 2 ;;  --gloo) GLOO=1; shift ;; --out) OUT=$2; shift 2 ;;
     --rt) RT=(chrt -f 1); shift ;;
+    --split) SPLIT=$2; shift 2 ;;
     --register) LOOM_REG=(-R 1); shift ;;
-    -h|--help) sed -n 2,13p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,19p "$0"; exit 0 ;;
     *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -53,6 +58,27 @@ fi
 # nccl-tests and loom perf do by default), and the slowest rank's time.
 LOOM_AS_ANCHOR=(--fixed-buffers --warmup-per-size 1 -a 3)
 
+# "256M" -> bytes (K, M, G: powers of 1024, as the anchors and loom perf read them).
+to_bytes() {
+  local v=$1
+  case $v in
+    *K) echo $((${v%K} << 10)) ;; *M) echo $((${v%M} << 20)) ;; *G) echo $((${v%G} << 30)) ;;
+    *) echo "$v" ;;
+  esac
+}
+# The sweeps as "MIN MAX" pairs: the sizes below SPLIT, then the rest.
+SWEEPS=()
+split_b=$(to_bytes "$SPLIT") lo=$(to_bytes "$MINB") hi=$(to_bytes "$MAXB")
+small_end=0 big_start=0
+for ((s = lo; s <= hi; s *= FACTOR)); do
+  if ((split_b > 0 && s < split_b)); then small_end=$s; elif ((big_start == 0)); then big_start=$s; fi
+done
+if ((small_end > 0 && big_start > 0)); then
+  SWEEPS=("$lo $small_end" "$big_start $hi")
+else
+  SWEEPS=("$lo $hi")
+fi
+
 loom_op() { case $1 in allreduce) echo all_reduce ;; reduce_scatter) echo reduce_scatter ;; allgather) echo all_gather ;; esac; }
 
 for ((r = 1; r <= REPEAT; r++)); do
@@ -68,11 +94,16 @@ for ((r = 1; r <= REPEAT; r++)); do
     "${RT[@]}" "$BUILD/perf/tcp_exchange_bench" --processes --reps 3 > "$OUT/link.r$r.txt" 2>&1 || true
   fi
   for op in ${OPS//,/ }; do
-    "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/mpi_coll_perf" -b "$MINB" -e "$MAXB" -f "$FACTOR" -o "$op" \
-      > "$OUT/mpi.$op.r$r.txt" 2>&1
-    "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" -- "$LOOM" perf "$(loom_op "$op")" -b "$MINB" -e "$MAXB" \
-      -f "$FACTOR" -w 5 -n 20 "${LOOM_AS_ANCHOR[@]}" "${LOOM_REG[@]}" > "$OUT/loom.$op.r$r.txt" 2>&1
-    if [[ $op == allreduce && $MINB -le 8 ]]; then
+    : > "$OUT/mpi.$op.r$r.txt"
+    : > "$OUT/loom.$op.r$r.txt"
+    for sweep in "${SWEEPS[@]}"; do
+      read -r b e <<<"$sweep"
+      "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/mpi_coll_perf" -b "$b" -e "$e" -f "$FACTOR" -o "$op" \
+        >> "$OUT/mpi.$op.r$r.txt" 2>&1
+      "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" -- "$LOOM" perf "$(loom_op "$op")" -b "$b" -e "$e" \
+        -f "$FACTOR" -w 5 -n 20 "${LOOM_AS_ANCHOR[@]}" "${LOOM_REG[@]}" >> "$OUT/loom.$op.r$r.txt" 2>&1
+    done
+    if [[ $op == allreduce && $lo -le 8 ]]; then
       # The latency row: 8 B with 10000 warm-up and 10000 timed iterations.
       # The sweep's 20 iterations of its first size also time one-off costs
       # (they made both sides look 4x slower at 8 B than at 64 B), and with
@@ -90,8 +121,12 @@ for ((r = 1; r <= REPEAT; r++)); do
     fi
     if [[ $GLOO == 1 && $op == allreduce ]]; then
       # Every Gloo all-reduce algorithm: the report takes the best per size.
-      BIN=$OUT/anchors/gloo_coll_perf "${RT[@]}" "$ANCHORS/run_gloo.sh" "$NP" \
-        -o "$GLOO_ALGOS" -b "$MINB" -e "$MAXB" -f "$FACTOR" > "$OUT/gloo.$op.r$r.txt" 2>&1 || true
+      : > "$OUT/gloo.$op.r$r.txt"
+      for sweep in "${SWEEPS[@]}"; do
+        read -r b e <<<"$sweep"
+        BIN=$OUT/anchors/gloo_coll_perf "${RT[@]}" "$ANCHORS/run_gloo.sh" "$NP" \
+          -o "$GLOO_ALGOS" -b "$b" -e "$e" -f "$FACTOR" >> "$OUT/gloo.$op.r$r.txt" 2>&1 || true
+      done
     fi
   done
 done
