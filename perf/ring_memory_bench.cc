@@ -35,7 +35,8 @@
 // time per round is one handover of a cache line between the cores, with no
 // library around it. Printed in microseconds.
 //
-//   ring_memory_bench [--bytes N] [--reps R] [--threads T]
+//   ring_memory_bench [--bytes N] [--reps R] [--threads T] [--rounds K]
+//   (--rounds: of the 8-byte exchange per timed run, default 200000)
 #include <sched.h>
 
 #include <algorithm>
@@ -128,8 +129,9 @@ struct ExchangeMailbox {
 };
 
 // Rounds of the 8-byte exchange between `own` and `peer`'s mailboxes; the
-// sum keeps the reads. Spins with a pause, yielding now and then so that
-// two threads on one core still finish.
+// sum keeps the reads. Spins with a pause, yielding after 256 polls (some
+// microseconds, far more than a round takes on two free cores) so that two
+// threads sharing a core still finish.
 float ExchangeRounds(ExchangeMailbox& own, const ExchangeMailbox& peer, uint64_t first, int rounds) {
   float sum = 0;
   for (uint64_t k = first; k < first + static_cast<uint64_t>(rounds); ++k) {
@@ -141,7 +143,7 @@ float ExchangeRounds(ExchangeMailbox& own, const ExchangeMailbox& peer, uint64_t
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #endif
-      if (polls % 4096 == 0) sched_yield();
+      if (polls % 256 == 0) sched_yield();
     }
     sum += theirs.value[0] + theirs.value[1];
   }
@@ -149,24 +151,23 @@ float ExchangeRounds(ExchangeMailbox& own, const ExchangeMailbox& peer, uint64_t
 }
 
 // Median microseconds per round of the 8-byte exchange between 2 threads.
-double MeasureExchange(int reps) {
-  constexpr int kRounds = 200000;
+double MeasureExchange(int reps, int rounds) {
   ExchangeMailbox box[2];
   std::vector<double> us;
   uint64_t first = 0;
   for (int rep = 0; rep < reps + 1; ++rep) {  // the first run warms up
     const auto t0 = std::chrono::steady_clock::now();
     float sums[2] = {0, 0};
-    std::thread other([&] { sums[1] = ExchangeRounds(box[1], box[0], first, kRounds); });
-    sums[0] = ExchangeRounds(box[0], box[1], first, kRounds);
+    std::thread other([&] { sums[1] = ExchangeRounds(box[1], box[0], first, rounds); });
+    sums[0] = ExchangeRounds(box[0], box[1], first, rounds);
     other.join();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (sums[0] != sums[1]) {
       std::fprintf(stderr, "ring_memory_bench: the 8 B exchange read wrong values\n");
       std::exit(1);
     }
-    if (rep > 0) us.push_back(s * 1e6 / kRounds);
-    first += kRounds;
+    if (rep > 0) us.push_back(s * 1e6 / rounds);
+    first += static_cast<uint64_t>(rounds);
   }
   std::sort(us.begin(), us.end());
   return us[us.size() / 2];
@@ -193,7 +194,7 @@ double Measure(std::vector<Rank>& ranks, int threads, size_t bytes, Pattern p, i
 [[noreturn]] void Usage(const char* why) {
   std::fprintf(stderr,
                "ring_memory_bench: %s\nusage: ring_memory_bench [--bytes N (a multiple of "
-               "2 MiB)] [--reps R] [--threads T]\n",
+               "2 MiB)] [--reps R] [--threads T] [--rounds K]\n",
                why);
   std::exit(2);
 }
@@ -202,7 +203,7 @@ double Measure(std::vector<Rank>& ranks, int threads, size_t bytes, Pattern p, i
 
 int main(int argc, char** argv) {
   size_t bytes = size_t{256} << 20;
-  int reps = 7, threads = 2;
+  int reps = 7, threads = 2, rounds = 200000;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (i + 1 >= argc) Usage(("missing value for " + arg).c_str());
@@ -213,12 +214,16 @@ int main(int argc, char** argv) {
       reps = static_cast<int>(v);
     } else if (arg == "--threads") {
       threads = static_cast<int>(v);
+    } else if (arg == "--rounds") {
+      rounds = static_cast<int>(v);
     } else {
       Usage(("unknown flag " + arg).c_str());
     }
   }
   if (bytes == 0 || bytes % kPiece != 0) Usage("--bytes must be a positive multiple of 2 MiB");
-  if (reps < 1 || threads < 1) Usage("--reps and --threads must be at least 1");
+  if (reps < 1 || threads < 1 || rounds < 1) {
+    Usage("--reps, --threads and --rounds must be at least 1");
+  }
 
   std::vector<Rank> ranks(static_cast<size_t>(threads));
   for (Rank& r : ranks) {
@@ -250,6 +255,6 @@ int main(int argc, char** argv) {
     std::printf("%-30s %8.2f %7.0f%%\n", row.name, rate, 100 * rate / memcpy_rate);
   }
   std::printf("%-30s %8s\n", "# pattern", "us");
-  std::printf("%-30s %8.3f us\n", "8 B exchange", MeasureExchange(reps));
+  std::printf("%-30s %8.3f us\n", "8 B exchange", MeasureExchange(reps, rounds));
   return 0;
 }
