@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <limits>
 
 #include "transports/streaming.h"
 
@@ -27,13 +26,13 @@ constexpr size_t U = TcpConnection::kStripeBytes;
 
 bool WouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
 
-// How far one send or plain receive may reach: the end of the unit with
-// several sockets (the next unit belongs to another socket); with one, the
-// whole message. Stopping at every unit end there split each 256 KiB unit
-// into a send the socket buffer could take and a 212-byte remainder, a
-// segment of its own.
-size_t Unit(int nsocks) {
-  return nsocks == 1 ? std::numeric_limits<size_t>::max() / 2 : U;
+// How far one send or plain receive from message offset g may reach: the
+// end of g's unit with several sockets (the next unit belongs to another
+// socket); with one, the end of the message. Stopping at every unit end
+// there split each 256 KiB unit into a send the socket buffer could take and
+// a 212-byte remainder, a segment of its own.
+size_t UnitEnd(size_t g, size_t bytes, int nsocks) {
+  return nsocks == 1 ? bytes : std::min(bytes, (g / U + 1) * U);
 }
 
 // Send buffer for a connection that never leaves this host (kernel bytes;
@@ -172,7 +171,7 @@ Result<bool> TcpConnection::SendHeader(Posted& p) {
   if (send_hdr_off_ == 0) {
     send_hdr_ = MessageHeader{t->bytes, t->seq, static_cast<uint8_t>(t->kind), kHeaderMagic, 0};
   }
-  const size_t payload = std::min({t->bytes, Unit(nsend()), t->Allowed()});
+  const size_t payload = std::min(UnitEnd(0, t->bytes, nsend()), t->Allowed());
   bool moved = false;
   while (send_hdr_off_ < sizeof(MessageHeader)) {
     iovec iov[2] = {{reinterpret_cast<char*>(&send_hdr_) + send_hdr_off_,
@@ -263,7 +262,7 @@ Result<bool> TcpConnection::SendOn(int s) {
     const size_t share = Share(t->bytes, s, n);
     while (p.moved[s] < share) {
       const size_t g = MessageOffset(p.moved[s], s, n);
-      const size_t unit_end = std::min(t->bytes, (g / Unit(n) + 1) * Unit(n));
+      const size_t unit_end = UnitEnd(g, t->bytes, n);
       const size_t limit = std::min(unit_end, t->Allowed());
       if (g >= limit) return moved;  // gated
       ssize_t r =
@@ -297,7 +296,7 @@ Result<bool> TcpConnection::RecvOn(int s) {
     if (t->reduce_with == nullptr) {
       while (p.moved[s] < share) {
         const size_t g = MessageOffset(p.moved[s], s, n);
-        const size_t limit = std::min({t->bytes, (g / Unit(n) + 1) * Unit(n), t->Allowed()});
+        const size_t limit = std::min(UnitEnd(g, t->bytes, n), t->Allowed());
         if (g >= limit) return moved;
         ssize_t r = ::recv(sock.fd, static_cast<char*>(t->dst) + g, limit - g, MSG_DONTWAIT);
         if (r == 0) return PeerError("receive", 0);
