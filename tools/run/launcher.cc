@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -139,6 +140,15 @@ Result<LaunchOptions> ParseRunArgs(int argc, char** argv) {
     } else if (name == "--kill-grace-ms") {
       LOOM_ASSIGN_OR_RETURN(std::string_view v, value());
       LOOM_ASSIGN_OR_RETURN(o.kill_grace_ms, ParseInt(name, v, 0, 3600 * 1000));
+    } else if (name == "--bind-to") {
+      LOOM_ASSIGN_OR_RETURN(std::string_view v, value());
+      if (v == "core") {
+        o.bind_to = BindTo::kCore;
+      } else if (v == "none") {
+        o.bind_to = BindTo::kNone;
+      } else {
+        return InvalidArgument("--bind-to: expected core or none, got '" + std::string(v) + "'");
+      }
     } else if (name == "--timeout") {
       LOOM_ASSIGN_OR_RETURN(std::string_view v, value());
       LOOM_ASSIGN_OR_RETURN(o.timeout_s, ParseSeconds(name, v));
@@ -169,6 +179,8 @@ options:
   --output-dir DIR     write rank R's stdout/stderr to DIR/rank.R.out and .err
   --timeout SECONDS    kill the job after this wall time (exit 124)
   --kill-grace-ms MS   wait between SIGTERM and SIGKILL (default 3000)
+  --bind-to core|none  bind rank r to the r-th core (all its hardware threads)
+                       or not at all (default none)
   --root-host HOST     host in LOOM_ROOT (default 127.0.0.1)
   --root-port PORT     port in LOOM_ROOT (default: a free port)
   -h, --help           this text
@@ -471,6 +483,66 @@ struct RankProcess {
   OutputPump out, err;
 };
 
+std::vector<int> AllowedCpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+// The CPU's core as sysfs names it ("0-1" for two hardware threads); the CPU
+// itself where sysfs says nothing (then every CPU counts as a core).
+std::string CoreCpusList(int cpu) {
+  const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+  for (const char* name : {"core_cpus_list", "thread_siblings_list"}) {
+    std::FILE* f = std::fopen((dir + name).c_str(), "r");
+    if (f == nullptr) continue;
+    char line[256] = {};
+    const bool got = std::fgets(line, sizeof line, f) != nullptr;
+    std::fclose(f);
+    if (got) return line;
+  }
+  return "cpu" + std::to_string(cpu);
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> CoresOf(const std::vector<int>& allowed,
+                                      const std::function<std::string(int)>& core_of) {
+  std::vector<std::vector<int>> cores;
+  std::vector<std::string> keys;
+  for (int cpu : allowed) {
+    const std::string key = core_of(cpu);
+    size_t i = 0;
+    while (i < keys.size() && keys[i] != key) ++i;
+    if (i == keys.size()) {
+      keys.push_back(key);
+      cores.emplace_back();
+    }
+    cores[i].push_back(cpu);
+  }
+  return cores;
+}
+
+Result<std::vector<std::vector<int>>> Bindings(BindTo bind_to, int num_ranks,
+                                               const std::vector<std::vector<int>>& cores) {
+  const auto ranks = static_cast<size_t>(num_ranks);
+  std::vector<std::vector<int>> out(ranks);
+  if (bind_to == BindTo::kNone) return out;
+  if (cores.size() < ranks) {
+    return InvalidArgument("--bind-to core: " + std::to_string(num_ranks) + " ranks but only " +
+                           std::to_string(cores.size()) +
+                           " cores allowed here (use --bind-to none to oversubscribe)");
+  }
+  for (size_t r = 0; r < ranks; ++r) out[r] = cores[r];
+  return out;
+}
+
+namespace {
+
 // What one child needs between fork and exec; everything is prepared before
 // fork because only async-signal-safe calls are allowed after it.
 struct ChildSetup {
@@ -483,6 +555,7 @@ struct ChildSetup {
   int stderr_fd;
   int status_fd;  // exec failure: the child writes errno here
   const SignalScope* signals;
+  const cpu_set_t* cpus;  // null: not bound
 };
 
 [[noreturn]] void ExecChild(const ChildSetup& s) {
@@ -493,6 +566,7 @@ struct ChildSetup {
   if (s.stdin_fd >= 0 && dup2(s.stdin_fd, 0) < 0) err = errno;
   if (s.stdout_fd >= 0 && dup2(s.stdout_fd, 1) < 0) err = errno;
   if (s.stderr_fd >= 0 && dup2(s.stderr_fd, 2) < 0) err = errno;
+  if (s.cpus != nullptr && sched_setaffinity(0, sizeof(cpu_set_t), s.cpus) != 0) err = errno;
   s.signals->RestoreInChild();
   if (err == 0) {
     execve(s.path, s.argv, s.envp);
@@ -517,7 +591,8 @@ class Job {
 
   // Forks rank `rank`. On an exec failure, reports it and starts terminating
   // the ranks already running; returns false when no further rank should start.
-  bool Start(int rank, const std::string& path, std::vector<std::string>& env, Fd* devnull) {
+  bool Start(int rank, const std::string& path, std::vector<std::string>& env, Fd* devnull,
+             const std::vector<int>& cpus) {
     RankProcess& rp = ranks_[static_cast<size_t>(rank)];
     std::vector<char*> argv, envp;
     for (const std::string& a : options_.command) argv.push_back(const_cast<char*>(a.c_str()));
@@ -540,6 +615,9 @@ class Job {
     }
     if (!st.ok()) return FailToStart(rank, st.ToString(), kExitLaunchError, running_);
 
+    cpu_set_t cpu_set;
+    CPU_ZERO(&cpu_set);
+    for (int c : cpus) CPU_SET(c, &cpu_set);
     bool stdin_to_rank = rank == 0 && !isatty(0);
     ChildSetup setup{.parent = getpid(),
                      .path = path.c_str(),
@@ -549,7 +627,8 @@ class Job {
                      .stdout_fd = out_w.get(),
                      .stderr_fd = err_w.get(),
                      .status_fd = status_w.get(),
-                     .signals = &signals_};
+                     .signals = &signals_,
+                     .cpus = cpus.empty() ? nullptr : &cpu_set};
     pid_t pid = fork();
     if (pid < 0) {
       return FailToStart(rank, SystemError("fork", errno).ToString(), kExitLaunchError, running_);
@@ -778,6 +857,13 @@ int Launch(const LaunchOptions& options) {
     return kExitLaunchError;
   }
 
+  Result<std::vector<std::vector<int>>> bindings =
+      Bindings(options.bind_to, options.num_ranks, CoresOf(AllowedCpus(), CoreCpusList));
+  if (!bindings.ok()) {
+    Complain(bindings.status().message());
+    return kExitLaunchError;
+  }
+
   SignalScope signals;
   if (signals.fd() < 0) {
     Complain(SystemError("signalfd", errno).ToString());
@@ -785,7 +871,10 @@ int Launch(const LaunchOptions& options) {
   }
   Job job(options, signals);
   for (int r = 0; r < options.num_ranks; ++r) {
-    if (!job.Start(r, *path, envs[static_cast<size_t>(r)], &devnull)) break;
+    if (!job.Start(r, *path, envs[static_cast<size_t>(r)], &devnull,
+                   bindings.value()[static_cast<size_t>(r)])) {
+      break;
+    }
   }
   return job.Run();
 }

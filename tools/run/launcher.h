@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,6 +47,11 @@ inline constexpr int kExitNotFound = 127;       // command not found
 inline constexpr int kExitLaunchError = 1;      // any other failure to start the job
 
 // What `loom run` was asked to do. A plain value; ParseRunArgs fills it.
+// --bind-to, as mpirun spells it: a core per rank, or no binding (the default:
+// bound, a rank's communicator thread shares its core, which made the
+// non-blocking 2-rank 32 KiB all-gather 4x slower; docs/TOOLS.md).
+enum class BindTo { kNone, kCore };
+
 struct LaunchOptions {
   bool show_help = false;               // --help: print RunUsage() and start nothing
   int num_ranks = 0;                    // -np / -n
@@ -57,6 +63,7 @@ struct LaunchOptions {
   int root_port = 0;                    // --root-port; 0 = pick a free port
   int kill_grace_ms = 3000;             // --kill-grace-ms: SIGTERM -> SIGKILL delay
   double timeout_s = 0;                 // --timeout; 0 = no limit
+  BindTo bind_to = BindTo::kNone;       // --bind-to
 };
 
 // Parses `run [options] [--] cmd args...`; argv[0] is the subcommand name
@@ -84,6 +91,17 @@ std::string_view RunUsage();
 int Launch(const LaunchOptions& options);
 
 // ---- Pieces of Launch, exposed for unit tests -----------------------------
+
+// The CPUs of each core in `allowed` (this process's affinity), in the order
+// of their first CPU; `core_of(cpu)` names a CPU's core (sysfs
+// core_cpus_list in Launch; any key that is equal for CPUs of one core).
+std::vector<std::vector<int>> CoresOf(const std::vector<int>& allowed,
+                                      const std::function<std::string(int)>& core_of);
+
+// The CPUs each rank is bound to (empty: not bound): with kCore rank r gets
+// core r, and fewer cores than ranks is an error naming both counts.
+Result<std::vector<std::vector<int>>> Bindings(BindTo bind_to, int num_ranks,
+                                               const std::vector<std::vector<int>>& cores);
 
 // Splits a byte stream into whole lines, each prefixed; the last partial line
 // comes out of Flush with a '\n' appended. Not thread-safe; one per stream.

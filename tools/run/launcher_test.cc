@@ -3,6 +3,7 @@
 #include "tools/run/launcher.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <initializer_list>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -159,6 +161,32 @@ TEST(ParseRunArgs, ExtraEnvironment) {
             std::string::npos);
   EXPECT_NE(ParseError({"-np", "1", "-x", "LOOM_ROOT", "true"}).find("launcher sets"),
             std::string::npos);
+}
+
+TEST(ParseRunArgs, BindTo) {
+  EXPECT_EQ(Parse({"-np", "1", "true"})->bind_to, BindTo::kNone);
+  EXPECT_EQ(Parse({"-np", "1", "--bind-to", "core", "true"})->bind_to, BindTo::kCore);
+  EXPECT_EQ(Parse({"-np", "1", "--bind-to=none", "true"})->bind_to, BindTo::kNone);
+  EXPECT_NE(ParseError({"-np", "1", "--bind-to", "socket", "true"}).find("core or none"),
+            std::string::npos);
+}
+
+TEST(Bindings, CoresGroupHardwareThreadsInOrderOfFirstCpu) {
+  // CPUs 0 and 2 share core "a", 1 and 3 core "b"; CPU 4 is alone.
+  auto key = [](int cpu) { return cpu == 4 ? std::string("c") : std::string(cpu % 2 ? "b" : "a"); };
+  std::vector<std::vector<int>> cores = CoresOf({0, 1, 2, 3, 4}, key);
+  EXPECT_EQ(cores, (std::vector<std::vector<int>>{{0, 2}, {1, 3}, {4}}));
+  EXPECT_EQ(CoresOf({3, 4}, key), (std::vector<std::vector<int>>{{3}, {4}}));
+
+  Result<std::vector<std::vector<int>>> two = Bindings(BindTo::kCore, 2, cores);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(*two, (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
+  Result<std::vector<std::vector<int>>> none = Bindings(BindTo::kNone, 2, cores);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, (std::vector<std::vector<int>>{{}, {}}));
+  Result<std::vector<std::vector<int>>> over = Bindings(BindTo::kCore, 4, cores);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().message().find("4 ranks but only 3 cores"), std::string::npos);
 }
 
 TEST(ParseRunArgs, TagOutputAndOutputDirExclude) {
@@ -325,6 +353,50 @@ TEST(Launch, OutputDirHoldsEachRanksStreams) {
   }
   std::string cmd = std::string("rm -rf '") + tmpl + "'";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
+}
+
+// "Cpus_allowed_list:\t0-1,4\n" -> {0, 1, 4}.
+std::set<int> CpuList(const std::string& line) {
+  std::set<int> cpus;
+  std::stringstream in(line.substr(line.find('\t') + 1));
+  std::string range;
+  while (std::getline(in, range, ',')) {
+    const size_t dash = range.find('-');
+    const int lo = std::stoi(range.substr(0, dash));
+    const int hi = dash == std::string::npos ? lo : std::stoi(range.substr(dash + 1));
+    for (int c = lo; c <= hi; ++c) cpus.insert(c);
+  }
+  return cpus;
+}
+
+TEST(Launch, BindToCoreGivesEachRankItsOwnCpus) {
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  if (CPU_COUNT(&mine) < 2) GTEST_SKIP() << "needs two CPUs";
+  char tmpl[] = "/tmp/loom_launcher_bind.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  LaunchOptions o = Job(2, {"sh", "-c", "grep Cpus_allowed_list /proc/self/status"});
+  o.output_dir = tmpl;
+  o.bind_to = BindTo::kCore;
+  const int rc = Launch(o);
+  std::string lists[2];
+  for (int r = 0; r < 2; ++r) {
+    std::stringstream out;
+    out << std::ifstream(o.output_dir + "/rank." + std::to_string(r) + ".out").rdbuf();
+    lists[r] = out.str();
+  }
+  std::string cmd = std::string("rm -rf '") + tmpl + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  if (rc == kExitLaunchError) GTEST_SKIP() << "fewer than two cores (hardware threads of one)";
+  ASSERT_EQ(rc, 0);
+  std::set<int> got[2];
+  for (int r = 0; r < 2; ++r) {
+    got[r] = CpuList(lists[r]);
+    EXPECT_FALSE(got[r].empty()) << lists[r];
+    for (int c : got[r]) EXPECT_TRUE(CPU_ISSET(c, &mine)) << c;
+    EXPECT_LT(got[r].size(), static_cast<size_t>(CPU_COUNT(&mine))) << lists[r];
+  }
+  for (int c : got[0]) EXPECT_EQ(got[1].count(c), 0u) << "both ranks on CPU " << c;
 }
 
 }  // namespace
