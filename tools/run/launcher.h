@@ -46,12 +46,12 @@ inline constexpr int kExitNotExecutable = 126;  // found but cannot be executed
 inline constexpr int kExitNotFound = 127;       // command not found
 inline constexpr int kExitLaunchError = 1;      // any other failure to start the job
 
-// What `loom run` was asked to do. A plain value; ParseRunArgs fills it.
 // --bind-to, as mpirun spells it: a core per rank, or no binding (the default:
 // bound, a rank's communicator thread shares its core, which made the
-// non-blocking 2-rank 32 KiB all-gather 4x slower; docs/TOOLS.md).
+// non-blocking 2-rank 32 KiB all-gather 3-5x slower; docs/TOOLS.md).
 enum class BindTo { kNone, kCore };
 
+// What `loom run` was asked to do. A plain value; ParseRunArgs fills it.
 struct LaunchOptions {
   bool show_help = false;               // --help: print RunUsage() and start nothing
   int num_ranks = 0;                    // -np / -n
