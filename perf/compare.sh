@@ -7,9 +7,13 @@
 # the bytes each collective moves (perf/tcp_exchange_bench).
 # Needs the anchor packages:
 #   apt-get install -y openmpi-bin libopenmpi-dev libgloo-dev
-# usage: perf/compare.sh [-r REPEAT] [-n NP] [-t shm|tcp] [-o ops] [-b MIN] [-e MAX] [-f F] [--split BYTES] [--gloo] [--rt] [--register] [--out DIR]
+# usage: perf/compare.sh [-r REPEAT] [-n NP] [-t shm|tcp] [-o ops] [-b MIN] [-e MAX] [-f F] [--split BYTES] [--gloo] [--rt] [--register] [--bind core|none] [--out DIR]
 #   --rt: run loom and every anchor alike under chrt -f 1 (root), so that
 #         background load (builds, other jobs) cannot preempt either side
+#   --bind core: bind each rank of loom and of Open MPI to a core of its own
+#         (loom run --bind-to core, mpirun --bind-to core; default none, and
+#         Gloo's processes are never bound): unbound, two ranks sometimes
+#         share one core for a whole run (docs/PERFORMANCE.md)
 #   --register: loom's buffers in shareable memory (loom perf -R 1); the
 #         anchors keep plain malloc'd buffers (they have no equivalent here)
 #   --split BYTES: sizes below it run in a sweep of their own, with buffers
@@ -23,7 +27,7 @@ root=$(cd "$here/.." && pwd)
 ANCHORS=${ANCHORS:-$root/perf/anchors}  # builds shared/anchors' MPI harness + our Gloo fix
 BUILD=${BUILD:-$root/build}
 REPEAT=3 NP=2 TRANSPORT=shm OPS=allreduce,reduce_scatter,allgather MINB=8 MAXB=256M FACTOR=8
-GLOO=0 OUT="" RT=() LOOM_REG=() SPLIT=8M
+GLOO=0 OUT="" RT=() LOOM_REG=() SPLIT=8M BIND=none
 GLOO_ALGOS=allreduce,allreduce_ring,allreduce_ring_chunked,allreduce_hd,allreduce_bcube
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -33,7 +37,8 @@ while [[ $# -gt 0 ]]; do
     --rt) RT=(chrt -f 1); shift ;;
     --split) SPLIT=$2; shift 2 ;;
     --register) LOOM_REG=(-R 1); shift ;;
-    -h|--help) sed -n 2,19p "$0"; exit 0 ;;
+    --bind) BIND=$2; shift 2 ;;
+    -h|--help) sed -n 2,23p "$0"; exit 0 ;;
     *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -44,7 +49,11 @@ LOOM=$BUILD/tools/loom
 make -s -C "$ANCHORS" BUILD="$OUT/anchors" >/dev/null
 export NCCL_SOCKET_IFNAME=lo
 
-mpi_args=(--allow-run-as-root --oversubscribe --bind-to none -np "$NP" --mca pml ob1)
+[[ $BIND == core || $BIND == none ]] || { echo "compare.sh: --bind takes core or none, got $BIND" >&2; exit 2; }
+if [[ $BIND == core ]] && ((NP > $(nproc))); then
+  echo "compare.sh: --bind core needs a core per rank: $NP ranks, $(nproc) CPUs here" >&2; exit 2
+fi
+mpi_args=(--allow-run-as-root --oversubscribe --bind-to "$BIND" -np "$NP" --mca pml ob1)
 if [[ $TRANSPORT == shm ]]; then
   mpi_args+=(--mca btl self,vader)
   loom_env=()
@@ -100,7 +109,7 @@ for ((r = 1; r <= REPEAT; r++)); do
       read -r b e <<<"$sweep"
       "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/mpi_coll_perf" -b "$b" -e "$e" -f "$FACTOR" -o "$op" \
         >> "$OUT/mpi.$op.r$r.txt" 2>&1
-      "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" -- "$LOOM" perf "$(loom_op "$op")" -b "$b" -e "$e" \
+      "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" --bind-to "$BIND" -- "$LOOM" perf "$(loom_op "$op")" -b "$b" -e "$e" \
         -f "$FACTOR" -w 5 -n 20 "${LOOM_AS_ANCHOR[@]}" "${LOOM_REG[@]}" >> "$OUT/loom.$op.r$r.txt" 2>&1
     done
     if [[ $op == allreduce && $lo -le 8 ]]; then
@@ -113,10 +122,10 @@ for ((r = 1; r <= REPEAT; r++)); do
       # which reuses them; 10000: 0.74 and 0.76).
       "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/mpi_coll_perf" -b 8 -e 8 -w 10000 -n 10000 -B 0 \
         -o allreduce > "$OUT/mpi.allreduce_lat.r$r.txt" 2>&1
-      "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" -- "$LOOM" perf all_reduce -b 8 -e 8 \
+      "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" --bind-to "$BIND" -- "$LOOM" perf all_reduce -b 8 -e 8 \
         -w 10000 -n 10000 "${LOOM_AS_ANCHOR[@]}" > "$OUT/loom.allreduce_lat.r$r.txt" 2>&1
       # And as the anchor calls it: blocking calls back to back.
-      "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" -- "$LOOM" perf all_reduce -b 8 -e 8 \
+      "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" --bind-to "$BIND" -- "$LOOM" perf all_reduce -b 8 -e 8 \
         -w 10000 -n 10000 "${LOOM_AS_ANCHOR[@]}" --back-to-back 1 > "$OUT/loom.allreduce_lat_b2b.r$r.txt" 2>&1
     fi
     if [[ $GLOO == 1 && $op == allreduce ]]; then
@@ -131,6 +140,6 @@ for ((r = 1; r <= REPEAT; r++)); do
   done
 done
 python3 "$here/compare_report.py" "$OUT" | tee "$OUT/report.txt"
-python3 "$here/plot.py" "$OUT" --title "$TRANSPORT, $NP ranks$([[ ${#LOOM_REG[@]} -gt 0 ]] && echo ', loom -R 1')" >/dev/null ||
+python3 "$here/plot.py" "$OUT" --title "$TRANSPORT, $NP ranks$([[ ${#LOOM_REG[@]} -gt 0 ]] && echo ', loom -R 1')$([[ $BIND == core ]] && echo ', bound')" >/dev/null ||
   echo "compare.sh: no plot (perf/plot.py failed)" >&2
 echo "raw tables, report.csv and plot.svg (busbw vs size) in $OUT"

@@ -1,0 +1,281 @@
+// Communicator::Impl's execution of operations: argument checks (Validate),
+// running a batch (Execute) and one operation (RunOne) on the algorithm
+// SelectAlgo picks (Choose caches the pick). The queue and the worker that
+// call these are in communicator.cc.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "collectives/reduce/reduce.h"
+#include "comm/base/coarse_clock.h"
+#include "comm/base/log.h"
+#include "comm/communicator_impl.h"
+#include "comm/group.h"
+
+namespace loom {
+
+Status Communicator::Impl::Validate(const CollArgs& a) const {
+  const char* what = OpKindName(a.kind);
+  if (!IsValid(a.type)) {
+    return InvalidArgument(std::string(what) + ": invalid datatype " +
+                           std::to_string(static_cast<int>(a.type)));
+  }
+  if (!IsValid(a.op)) {
+    return InvalidArgument(std::string(what) + ": invalid reduction op " +
+                           std::to_string(static_cast<int>(a.op)));
+  }
+  // Only AllReduce, ReduceScatter and Reduce take a Reduction.
+  if (a.premul) {
+    if (a.op != RedOp::kSum) {
+      return InvalidArgument(std::string(what) + ": a PreMulSum reduces with sum, not " +
+                             std::string(Name(a.op)));
+    }
+    if (a.scalar.type != a.type) {
+      return InvalidArgument(std::string(what) + ": the PreMulSum scalar is " +
+                             std::string(Name(a.scalar.type)) +
+                             " but the operation's datatype is " + std::string(Name(a.type)) +
+                             " (create the reduction with the datatype "
+                             "of the buffers)");
+    }
+    if (a.scalar.where == PreMulScalar::Where::kPointer && a.scalar.pointer == nullptr) {
+      return InvalidArgument(std::string(what) + ": the PreMulSum scalar pointer is null");
+    }
+  }
+  // Elements moved per rank buffer: whole-communicator buffers are size x count.
+  size_t blocks = 1;
+  if (a.kind == OpKind::kReduceScatter || a.kind == OpKind::kAllGather ||
+      a.kind == OpKind::kAllToAll) {
+    blocks = static_cast<size_t>(size);
+  }
+  const size_t es = SizeOf(a.type);
+  if (a.count > std::numeric_limits<size_t>::max() / es / blocks) {
+    return InvalidArgument(std::string(what) + ": count " + std::to_string(a.count) +
+                           " overflows the address space");
+  }
+  const bool rooted = a.kind == OpKind::kBroadcast || a.kind == OpKind::kReduce ||
+                      a.kind == OpKind::kSendRecv;
+  if (rooted && (a.root < 0 || a.root >= size)) {
+    return InvalidArgument(std::string(what) + ": " +
+                           (a.kind == OpKind::kSendRecv ? "peer " : "root ") +
+                           std::to_string(a.root) + " is not a rank of this communicator of " +
+                           std::to_string(size));
+  }
+  if (a.kind == OpKind::kSendRecv && a.root == rank && GroupDepth() == 0) {
+    return InvalidUsage("Send/Recv with this rank itself (" + std::to_string(rank) +
+                        ") only works inside GroupStart/GroupEnd, together with the matching "
+                        "Recv/Send");
+  }
+  if (a.count > 0 && a.kind != OpKind::kBarrier) {
+    bool needs_send = a.kind != OpKind::kSendRecv || a.recv == nullptr;
+    bool needs_recv = a.kind != OpKind::kSendRecv || a.send == nullptr;
+    if (a.kind == OpKind::kBroadcast && rank != a.root) needs_send = false;
+    if (a.kind == OpKind::kReduce && rank != a.root) needs_recv = false;
+    if (needs_send && a.send == nullptr) {
+      return InvalidArgument(std::string(what) + ": send buffer is null with count " +
+                             std::to_string(a.count));
+    }
+    if (needs_recv && a.recv == nullptr) {
+      return InvalidArgument(std::string(what) + ": receive buffer is null with count " +
+                             std::to_string(a.count));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
+  const auto now = CoarseNow();
+  const Deadline deadline = OpDeadline(now);
+  // Send/Recv of one batch progress together; anything else runs in order.
+  bool any_p2p = false;
+  bool first = true;
+  for (const CollArgs& a : items) {
+    if (a.kind == OpKind::kSendRecv) {
+      any_p2p = true;
+      continue;
+    }
+    // The first operation starts now; a later one of a batch when it starts.
+    const uint64_t seq = tracker_.Started(a, first ? now : CoarseNow());
+    first = false;
+    LOOM_TRY(RunOne(a, deadline));
+    tracker_.Completed(seq, a);
+  }
+  if (!any_p2p) return Status::Ok();
+  // Send/Recv on device buffers: read in place through CUDA IPC.
+  std::vector<CollArgs> device_sr;
+  for (const CollArgs& a : items) {
+    if (a.kind == OpKind::kSendRecv && a.device) device_sr.push_back(a);
+  }
+  if (!device_sr.empty()) {
+    const uint64_t seq = tracker_.Started(device_sr.front());
+    for (size_t i = 1; i < device_sr.size(); ++i) tracker_.Started(device_sr[i]);
+    Status s = ipc_.RunSendRecv(*engine_, rank, device_sr, deadline, abort_);
+    if (!s.ok()) {
+      return s.WithContext("Send/Recv on device buffers (CUDA IPC) on rank " +
+                           std::to_string(rank) + " (" + host + ")");
+    }
+    tracker_.Completed(seq + device_sr.size() - 1, device_sr.back());
+  }
+  // Sends to self match receives from self in issue order: a local copy.
+  std::vector<CollArgs> sr, self_sends, self_recvs;
+  for (const CollArgs& a : items) {
+    if (a.kind != OpKind::kSendRecv || a.device) continue;
+    if (a.root != rank) {
+      sr.push_back(a);
+    } else {
+      (a.send != nullptr ? self_sends : self_recvs).push_back(a);
+    }
+  }
+  if (self_sends.size() != self_recvs.size()) {
+    return InvalidUsage("rank " + std::to_string(rank) + " sends " +
+                        std::to_string(self_sends.size()) + " message(s) to itself but receives " +
+                        std::to_string(self_recvs.size()) +
+                        " from itself: put each self Send with its Recv in one group");
+  }
+  for (size_t i = 0; i < self_sends.size(); ++i) {
+    const size_t sb = self_sends[i].count * SizeOf(self_sends[i].type);
+    const size_t rb = self_recvs[i].count * SizeOf(self_recvs[i].type);
+    if (sb != rb) {
+      return InvalidUsage("self Send of " + std::to_string(sb) + " bytes matched with a Recv of " +
+                          std::to_string(rb) + " bytes");
+    }
+    if (sb > 0 && self_sends[i].send != self_recvs[i].recv) {
+      std::memmove(self_recvs[i].recv, self_sends[i].send, sb);
+    }
+  }
+  if (sr.empty()) return Status::Ok();
+  uint64_t first_seq = 0;
+  for (const CollArgs& a : sr) {
+    uint64_t seq = tracker_.Started(a);
+    if (first_seq == 0) first_seq = seq;
+  }
+  std::vector<Transfer> p2p;
+  p2p.reserve(sr.size());
+  for (const CollArgs& a : sr) {
+    Transfer& t = p2p.emplace_back();
+    t.peer = a.root;
+    t.kind = OpKind::kSendRecv;
+    t.bytes = a.count * SizeOf(a.type);
+    t.type = a.type;
+    if (a.send != nullptr) {
+      t.dir = Transfer::Dir::kSend;
+      t.src = a.send;
+    } else {
+      t.dir = Transfer::Dir::kRecv;
+      t.dst = a.recv;
+    }
+  }
+  LOOM_TRY(engine_->Run(p2p, deadline));
+  tracker_.Completed(first_seq + sr.size() - 1, sr.back());
+  return Status::Ok();
+}
+
+Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
+  if (a.premul && !a.device) {
+    // A pre-multiplied sum: scale this rank's input, then sum the scaled copies.
+    // The scalar is read now, when the operation runs (a kPointer scalar of
+    // a staged device operation was copied to pinned memory in stream order).
+    const size_t elems = a.kind == OpKind::kReduceScatter ? a.count * size : a.count;
+    if (elems > 0 && a.scalar.where == PreMulScalar::Where::kPointer && device_.ops() != nullptr) {
+      LOOM_ASSIGN_OR_RETURN(const cuda::BufferPlace place,
+                            device_.ops()->Classify(a.scalar.pointer));
+      if (place.space == cuda::MemSpace::kDevice) {
+        return InvalidUsage(std::string(OpKindName(a.kind)) +
+                            ": the PreMulSum scalar is device memory but the buffers are host "
+                            "memory; pass the scalar in host memory (or by value)");
+      }
+    }
+    const void* scalar =
+        a.scalar.where == PreMulScalar::Where::kValue ? a.scalar.value : a.scalar.pointer;
+    CollArgs summed = a;
+    summed.premul = false;
+    if (a.kind == OpKind::kAllReduce || (a.kind == OpKind::kReduce && rank == a.root)) {
+      // Scaled straight into the output, then summed in place there: no
+      // scratch, and the in-place algorithms, which read one buffer less.
+      PreMulInto(a.recv, a.send, elems, a.type, scalar);
+      summed.send = a.recv;
+    } else {
+      void* scaled = premul_scratch_.Get(elems * SizeOf(a.type));
+      PreMulInto(scaled, a.send, elems, a.type, scalar);
+      summed.send = scaled;
+    }
+    return RunOne(summed, deadline);
+  }
+  const size_t bytes = a.count * SizeOf(a.type);
+  if (a.device) {
+    Status s = ipc_.Run(*engine_, rank, a, deadline, abort_);
+    if (s.ok()) return s;
+    return s.WithContext(std::string(OpKindName(a.kind)) + " on device buffers (CUDA IPC) on rank " +
+                         std::to_string(rank) + " (" + host + ")");
+  }
+  // Tiny collectives of a one-host communicator: one cache line per rank
+  // (unless NCCL_ALGO or LOOM_TUNE asks for particular algorithms).
+  if (engine_->small_collectives() && algo_filter_.empty() && tune_.empty() &&
+      FitsSmallSlots(a, size)) {
+    LOOM_TRACE(log::kTuning, "%s %zu bytes on %d ranks: through shared-memory slots",
+               OpKindName(a.kind), bytes, size);
+    Status s = SmallCollective(*engine_, rank, a, deadline);
+    if (s.ok()) return s;
+    return s.WithContext(std::string(OpKindName(a.kind)) + " on rank " + std::to_string(rank) +
+                         " (" + host + ")");
+  }
+  const CachedChoice& cached = Choose(a.kind, bytes);
+  const Choice& c = cached.choice;
+  const uint32_t kind_bit = 1u << static_cast<uint32_t>(a.kind);
+  if (c.tune_ignored != Choice::TuneIgnored::kNo && (tune_warned_ & kind_bit) == 0) {
+    tune_warned_ |= kind_bit;  // once per collective and communicator
+    LOOM_WARN(log::kTuning, "LOOM_TUNE names %s for %s of %zu bytes, but %s; using %s",
+              AlgoName(c.tuned), OpKindName(a.kind), bytes,
+              c.tune_ignored == Choice::TuneIgnored::kExcludedByAlgo
+                  ? "NCCL_ALGO excludes it"
+                  : "it cannot run on this job",
+              AlgoName(c.algo));
+  }
+  if (c.source == Choice::Source::kFallback && (algo_warned_ & kind_bit) == 0) {
+    algo_warned_ |= kind_bit;  // once per collective and communicator
+    LOOM_WARN(log::kTuning, "NCCL_ALGO allows no usable algorithm for %s here; using %s",
+              OpKindName(a.kind), AlgoName(c.algo));
+  }
+  LOOM_TRACE(log::kTuning, "%s %zu bytes on %d ranks: %s by %s (%s)", OpKindName(a.kind), bytes,
+             size, AlgoName(c.algo),
+             c.source == Choice::Source::kTune ? "LOOM_TUNE"
+             : c.source == Choice::Source::kModel ? "cost model"
+                                                  : "fallback",
+             DescribeEstimates(a.kind, bytes, cost_).c_str());
+  Status s;
+  bool ran = false;
+  if (cached.ask_direct) {
+    s = RunDirectIfAllShared(*engine_, rank, a, scratch_, deadline, &ran);
+    if (ran) LOOM_TRACE(log::kTuning, "%s: Direct instead, every rank's buffers are shareable",
+                        OpKindName(a.kind));
+  }
+  if (!ran && s.ok()) {
+    s = c.algo == Algo::kHierarchical ? HierarchicalAllReduce(*engine_, hier_, a, deadline)
+                                      : RunAlgorithm(*engine_, rank, c.algo, a, scratch_, deadline);
+  }
+  if (s.ok()) return s;
+  return s.WithContext(std::string(OpKindName(a.kind)) + " on rank " + std::to_string(rank) + " (" +
+                       host + ")");
+}
+
+// SelectAlgo is pure for a communicator (its model, NCCL_ALGO and LOOM_TUNE
+// never change), so a small direct-mapped cache keyed by collective and size
+// saves the cost model's arithmetic on every call of a training loop.
+const Communicator::Impl::CachedChoice& Communicator::Impl::Choose(OpKind kind, size_t bytes) {
+  const uint64_t key = (uint64_t{bytes} << 4) | static_cast<uint64_t>(kind);  // kind < 16
+  const size_t slot = (key * 0x9E3779B97F4A7C15ull) >> (64 - kChoiceCacheBits);
+  CachedChoice& e = choices_[slot];
+  if (e.valid && e.kind == kind && e.bytes == bytes) return e;
+  e.valid = true;
+  e.kind = kind;
+  e.bytes = bytes;
+  e.choice = SelectAlgo(kind, bytes, cost_, algo_filter_, tune_);
+  // A model pick other than Direct: ask whether every rank's buffers are
+  // shareable (then Direct reads them in place) when Direct could run.
+  e.ask_direct = e.choice.source == Choice::Source::kModel && e.choice.algo != Algo::kDirect &&
+                 SharedDirectWorthAsking(kind, bytes, size) &&
+                 algo_filter_.Allows(kind, Algo::kDirect) &&
+                 std::isfinite(cost_.PredictUs(kind, Algo::kDirect, bytes));
+  return e;
+}
+
+}  // namespace loom
