@@ -6,8 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <limits>
 #include <optional>
+#include <vector>
 
 #include "comm/base/log.h"
 #include "comm/base/params.h"
@@ -16,6 +21,7 @@
 #include "comm/fingerprint.h"
 #include "comm/transport_plan.h"
 #include "comm/unique_id.h"
+#include "topology/cost_model.h"
 #include "topology/host.h"
 #include "topology/inet_address.h"
 #include "topology/job.h"
@@ -38,7 +44,7 @@ struct PeerInfo {
   std::string hostname;
   int pid = 0;
   std::string tcp_address;  // "" when this rank has no usable interface
-  uint64_t read_probe = 0;  // address of kReadProbe here, for the single-copy probe
+  uint64_t read_probe = 0;  // address of ReadProbeRegion() here, for the single-copy probe
   std::string transports;   // EncodeTransportRecord: what this rank can use, its knobs
   std::string ucx_address;  // UCP worker address (binary); "" without a UCX context
   int64_t nic_mbps = -1;    // speed of the socket interface; -1 unknown (topology/job.h)
@@ -46,9 +52,24 @@ struct PeerInfo {
 };
 
 // A known value peers read from our address space to prove that single-copy
-// reads (process_vm_readv) are permitted between us.
+// reads (process_vm_readv) are permitted between us: the first word of the
+// probe region, which they then also read whole to time such reads.
 constexpr uint64_t kReadProbeValue = 0x6c6f6f6d70726f62ull;  // "loomprob"
-const volatile uint64_t kReadProbe = kReadProbeValue;
+constexpr size_t kReadProbeBytes = size_t{1} << 20;
+constexpr size_t kReadProbeSmallBytes = size_t{64} << 10;
+constexpr int kReadProbeReps = 8;  // the best of these counts
+
+// One per process, written once (so no peer's read ever faults a page in
+// here) and never freed: peers may read it during any communicator's setup.
+const char* ReadProbeRegion() {
+  static const char* const region = [] {
+    char* p = new char[kReadProbeBytes];
+    std::memset(p, 0x5a, kReadProbeBytes);
+    std::memcpy(p, &kReadProbeValue, sizeof kReadProbeValue);
+    return p;
+  }();
+  return region;
+}
 
 std::string Encode(const PeerInfo& p) {
   bootstrap::Writer w;
@@ -123,13 +144,62 @@ std::string Hex(uint64_t v) {
   return buf;
 }
 
+// The shared-memory FIFOs' rate in the cost model (measured on the
+// development VM, where a 1 MiB cache-resident memcpy ran at about 2x it:
+// each byte is copied in by the sender and out by the receiver).
+constexpr double kShmFifoGbs = 6.0;
+
+// Times single-copy reads of a peer's probe region (64 KiB and 1 MiB) and a
+// local 1 MiB memcpy, the best of kReadProbeReps each, and prices the reads
+// for the cost model (topology::PricePeerReads). Whether they beat the FIFOs
+// depends on the host: on the development VM (AMD) pinning the peer's pages
+// made them slower (25-30 % of a 2 MiB all-gather in the kernel's
+// get_user_pages), on an Intel VM of the same kind faster by 1.5-2x
+// (docs/PERFORMANCE.md).
+Result<topology::PeerReadPrice> MeasurePeerRead(const ShmConnection& shm, uint64_t remote) {
+  thread_local std::vector<char> dst(kReadProbeBytes);
+  // Interleaved, so that all three see the same phase of a noisy machine.
+  double small_us = std::numeric_limits<double>::infinity(), big_us = small_us, copy_us = small_us;
+  auto time_us = [](auto&& once, double* best) -> Status {
+    const auto t0 = std::chrono::steady_clock::now();
+    LOOM_TRY(once());
+    const std::chrono::duration<double, std::micro> t = std::chrono::steady_clock::now() - t0;
+    *best = std::min(*best, t.count());
+    return Status::Ok();
+  };
+  for (int i = 0; i < kReadProbeReps; ++i) {
+    LOOM_TRY(time_us([&] { return shm.ProbePeerRead(dst.data(), remote, kReadProbeSmallBytes); },
+                     &small_us));
+    LOOM_TRY(time_us([&] { return shm.ProbePeerRead(dst.data(), remote, kReadProbeBytes); },
+                     &big_us));
+    LOOM_TRY(time_us(
+        [&] {
+          std::memcpy(dst.data(), ReadProbeRegion(), kReadProbeBytes);
+          return Status::Ok();
+        },
+        &copy_us));
+  }
+  const topology::PeerReadPrice c =
+      topology::PricePeerReads(kReadProbeSmallBytes, small_us, kReadProbeBytes, big_us,
+                               kReadProbeBytes, copy_us, kShmFifoGbs);
+  LOOM_INFO(log::kInit | log::kShm,
+            "single-copy reads: 64 KiB %.1f us, 1 MiB %.1f us, memcpy 1 MiB %.1f us: "
+            "priced %.1f GB/s + %.1f us per call (FIFOs %.1f GB/s)",
+            small_us, big_us, copy_us, c.gbs, c.setup_us, kShmFifoGbs);
+  return c;
+}
+
 // Single-copy reads between same-host ranks: each rank probes every shm peer,
 // and the feature is on only if every rank of the communicator succeeded
-// (algorithms must agree on whether to use it). Returns that job-wide
-// verdict, the same on every rank that calls it.
-Result<bool> EnableSingleCopy(Exchange& exchange, int rank, const std::vector<int>& shm_peers,
-                              const std::vector<PeerInfo>& peers,
-                              std::vector<std::unique_ptr<Connection>>& conns, Deadline deadline) {
+// (algorithms must agree on whether to use it). Each rank also times reads
+// of its first shm peer; the job prices them at the slowest rate and the
+// largest fixed cost any rank measured. Returns that job-wide verdict and
+// price, the same on every rank that calls it.
+Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
+                                      const std::vector<int>& shm_peers,
+                                      const std::vector<PeerInfo>& peers,
+                                      std::vector<std::unique_ptr<Connection>>& conns,
+                                      Deadline deadline) {
   bool ok = params::kShmSingleCopy.Get();
   std::string why = ok ? "" : "LOOM_SHM_SINGLE_COPY=0";
 
@@ -143,32 +213,54 @@ Result<bool> EnableSingleCopy(Exchange& exchange, int rank, const std::vector<in
       why = "rank " + std::to_string(p) + ": " + (s.ok() ? "probe read a wrong value" : s.message());
     }
   }
-  LOOM_ASSIGN_OR_RETURN(auto all, exchange.AllGather("single-copy", ok ? "1" : "0", deadline));
-  bool everyone = std::all_of(all.begin(), all.end(), [](const std::string& v) { return v == "1"; });
+  std::string verdict = ok ? "1" : "0";
+  if (ok && !shm_peers.empty()) {
+    const int p = shm_peers.front();
+    Result<topology::PeerReadPrice> cost =
+        MeasurePeerRead(*static_cast<ShmConnection*>(conns[p].get()), peers[p].read_probe);
+    if (cost.ok()) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "1 %.6g %.6g", cost->gbs, cost->setup_us);
+      verdict = buf;
+    } else {
+      ok = false;
+      verdict = "0";
+      why = "rank " + std::to_string(p) + ": " + cost.status().message();
+    }
+  }
+  LOOM_ASSIGN_OR_RETURN(auto all, exchange.AllGather("single-copy", verdict, deadline));
+  bool everyone = true;
+  topology::PeerReadPrice job{std::numeric_limits<double>::infinity(), 0};
+  for (const std::string& v : all) {
+    double gbs = 0, setup_us = 0;
+    if (v.empty() || v[0] != '1') {
+      everyone = false;
+    } else if (std::sscanf(v.c_str(), "1 %lf %lf", &gbs, &setup_us) == 2) {
+      job.gbs = std::min(job.gbs, gbs);
+      job.setup_us = std::max(job.setup_us, setup_us);
+    }  // "1" alone: a rank without shm peers, nothing measured
+  }
   if (!ok && !shm_peers.empty() && params::kShmSingleCopy.Get()) {
     LOOM_WARN(log::kInit | log::kShm, "rank %d: single-copy reads of same-host peers unavailable "
               "(%s): large collectives go through the shared-memory FIFOs, about 2x slower; "
               "check kernel.yama.ptrace_scope / container seccomp, or set "
               "LOOM_SHM_SINGLE_COPY=0 to silence this", rank, why.c_str());
   }
-  if (everyone) {
-    for (int p : shm_peers) static_cast<ShmConnection*>(conns[p].get())->EnablePeerRead();
-  }
-  return everyone;
+  if (!everyone) return topology::PeerReadPrice{};
+  for (int p : shm_peers) static_cast<ShmConnection*>(conns[p].get())->EnablePeerRead();
+  if (!std::isfinite(job.gbs)) job = topology::PeerReadPrice{};  // nobody had a same-host peer
+  return job;
 }
 
 // The selector's cost of one transport: shared-memory FIFOs ~6 GB/s and one
 // TCP stream ~1.5 GB/s were measured on the development VM; the IB figures
 // are an assumption (a 100 Gb/s port behind RDMA latency), never measured.
-// Single-copy reads (process_vm_readv) pin the peer's pages on every call:
-// on the development VM, 2 ranks, interleaved A/B, the Direct all-gather,
-// reduce-scatter and broadcast were 1.1-2.3x slower than the ring at 256 KiB
-// to 128 MiB (docs/PERFORMANCE.md), so they are costed below the FIFOs and
-// the model no longer picks them; shareable buffers (AllocShared) still
-// switch to Direct, NCCL_ALGO and LOOM_TUNE can still force it.
-topology::LinkCost LinkCostOf(TransportKind kind, bool single_copy) {
+// Single-copy reads (process_vm_readv) are priced as setup measured them on
+// this host (MeasurePeerRead); shareable buffers (AllocShared) switch to
+// Direct whatever the price, NCCL_ALGO and LOOM_TUNE can force it.
+topology::LinkCost LinkCostOf(TransportKind kind, const topology::PeerReadPrice& reads) {
   switch (kind) {
-    case TransportKind::kShm: return {1.0, 6.0, single_copy ? 4.0 : 0.0};
+    case TransportKind::kShm: return {1.0, kShmFifoGbs, reads.gbs, reads.setup_us};
     case TransportKind::kIb: return {5.0, 12.0, 0.0};
     case TransportKind::kSocket:
     case TransportKind::kUcx: break;
@@ -181,7 +273,7 @@ topology::LinkCost LinkCostOf(TransportKind kind, bool single_copy) {
 // its inter link its plan to the first rank of the next host.
 Result<topology::JobTopology> FuseJob(const std::vector<PeerInfo>& peers,
                                       const std::vector<TransportRecord>& transports,
-                                      bool single_copy) {
+                                      const topology::PeerReadPrice& single_copy) {
   const int n = static_cast<int>(peers.size());
   auto cost = [&](int a, int b) {
     auto link = PlanLink(transports, a, b);  // each end already checked its own links
@@ -249,7 +341,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   mine.host_id = HostIdentity();
   mine.hostname = impl->host;
   mine.pid = getpid();
-  mine.read_probe = reinterpret_cast<uint64_t>(&kReadProbe);
+  mine.read_probe = reinterpret_cast<uint64_t>(ReadProbeRegion());
   mine.gpu = DeviceIpc::LocalRecord(impl->device_.ops());
   if (cuda::DeviceOps* ops = impl->device_.ops()) {
     Result<int> device = ops->CurrentDevice();
@@ -395,7 +487,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   }
   std::vector<std::unique_ptr<Connection>> conns(size);
   Doorbell* doorbell = nullptr;
-  bool job_single_copy = false;  // every rank's shm peers are readable (the same everywhere)
+  topology::PeerReadPrice job_single_copy;  // every rank's shm peers are readable at this price (gbs > 0)
   if (any_shm_pair) {
     const std::string tag = Hex(secret) + "-" + std::to_string(store_port);
     LOOM_ASSIGN_OR_RETURN(impl->shm_,
@@ -406,7 +498,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     for (size_t i = 0; i < shm_peers.size(); ++i) conns[shm_peers[i]] = std::move(shm_conns[i]);
     LOOM_ASSIGN_OR_RETURN(job_single_copy,
                           EnableSingleCopy(*impl->store_, rank, shm_peers, peers, conns, deadline));
-    impl->single_copy_ = job_single_copy && !shm_peers.empty();
+    impl->single_copy_ = job_single_copy.gbs > 0 && !shm_peers.empty();
   }
   if (!tcp_peers.empty()) {
     std::vector<std::string> addrs;

@@ -3,6 +3,8 @@
 // needs, derived from hardware paths. Used by `loom topo`. Pure; no I/O.
 #pragma once
 
+#include <cstddef>
+
 #include "topology/job.h"
 #include "topology/model.h"
 
@@ -27,5 +29,21 @@ struct HostLinkCosts {
 //   inter latency: 5 µs when all those NICs do RDMA, else 20 µs (sockets).
 // `host` must be valid; ranks_per_host < 1 counts as 1.
 HostLinkCosts LinkCostsFor(const Topology& host, int ranks_per_host);
+
+// Single-copy reads of a peer's memory (process_vm_readv), priced in the
+// cost model's units from what setup timed on this host: a small and a big
+// read (bytes, best us) and a local memcpy of `copy_bytes`. The slope of the
+// two reads is their rate and the rest of the small read their fixed cost
+// per call; both are scaled by this host's memcpy against `fifo_gbs`, the
+// model's shared-memory FIFO rate, which stands for half a memcpy (each byte
+// is copied in by the sender and out by the receiver). Returns
+// {peer_read_gbs, peer_read_setup_us}, clamped to [0.1, 1000] GB/s and
+// [0, 1000] us. Requires small_bytes < big_bytes and positive times.
+struct PeerReadPrice {
+  double gbs = 0;
+  double setup_us = 0;
+};
+PeerReadPrice PricePeerReads(size_t small_bytes, double small_us, size_t big_bytes, double big_us,
+                             size_t copy_bytes, double copy_us, double fifo_gbs);
 
 }  // namespace loom::topology

@@ -12,7 +12,8 @@ namespace {
 // The worse of two links in every respect.
 LinkCost Worst(const LinkCost& a, const LinkCost& b) {
   return LinkCost{std::max(a.latency_us, b.latency_us), std::min(a.bandwidth_gbs, b.bandwidth_gbs),
-                  std::min(a.peer_read_gbs, b.peer_read_gbs)};
+                  std::min(a.peer_read_gbs, b.peer_read_gbs),
+                  std::max(a.peer_read_setup_us, b.peer_read_setup_us)};
 }
 
 // printf of one or two doubles into a string.
@@ -51,7 +52,9 @@ std::string JobTopology::Describe() const {
     }
   }
   s += "), intra " + Fmt("%.1f us %.1f GB/s", intra.latency_us, intra.bandwidth_gbs);
-  if (intra.peer_read_gbs > 0) s += Fmt(" (peer reads %.1f GB/s)", intra.peer_read_gbs);
+  if (intra.peer_read_gbs > 0) {
+    s += Fmt(" (peer reads %.1f GB/s + %.1f us)", intra.peer_read_gbs, intra.peer_read_setup_us);
+  }
   if (hosts() > 1) {
     s += ", inter " + Fmt("%.1f us %.2f GB/s per host", inter.latency_us, inter.bandwidth_gbs);
     double slowest = 0;

@@ -349,7 +349,7 @@ double CostModel::PredictUs(OpKind kind, Algo algo, size_t bytes) const {
   const double a = ring_.latency_us;
   // Each single-copy read is a system call that pins the peer's pages: a
   // fixed cost per operation that only large messages amortise.
-  constexpr double kPeerReadSetupUs = 20.0;
+  const double read_setup_us = intra_.peer_read_setup_us;
   auto sum_rounds = [&](const std::vector<LinkModel>& rounds) {
     double t = 0;
     for (const LinkModel& l : rounds) t += StepUs(l, s);
@@ -374,7 +374,7 @@ double CostModel::PredictUs(OpKind kind, Algo algo, size_t bytes) const {
         // second pass over the same bytes. On the development VM this was
         // slower than Ring at every size with 2 ranks (docs/PERFORMANCE.md).
         case Algo::kDirect:
-          return 3.0 * a + kPeerReadSetupUs +
+          return 3.0 * a + read_setup_us +
                  (n - 1.0) / n * (2.0 * r_us + s / (ring_.bandwidth_gbs * 1e3)) +
                  reduce_us((n - 1.0) / n * s);
         case Algo::kHierarchical: {
@@ -394,14 +394,14 @@ double CostModel::PredictUs(OpKind kind, Algo algo, size_t bytes) const {
     case OpKind::kReduceScatter:
     case OpKind::kAllGather:
       if (algo == Algo::kRing) return (n - 1) * StepUs(ring_, s);
-      if (algo == Algo::kDirect) return 2.0 * a + kPeerReadSetupUs + (n - 1) * r_us;
+      if (algo == Algo::kDirect) return 2.0 * a + read_setup_us + (n - 1) * r_us;
       return kInf;
     case OpKind::kBroadcast:
       if (algo == Algo::kRing) return (n - 1) * a + s / (ring_.bandwidth_gbs * 1e3);  // a chain
       if (algo == Algo::kTree) return sum_rounds(tree_levels_);
       // Every rank reads the root's buffer at once: they share its bandwidth.
       if (algo == Algo::kDirect) {
-        return 2.0 * a + kPeerReadSetupUs + std::max(1.0, (n - 1) / 2.0) * r_us;
+        return 2.0 * a + read_setup_us + std::max(1.0, (n - 1) / 2.0) * r_us;
       }
       return kInf;
     case OpKind::kReduce:
