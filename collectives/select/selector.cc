@@ -369,13 +369,14 @@ double CostModel::PredictUs(OpKind kind, Algo algo, size_t bytes) const {
         case Algo::kTree:
           return 2.0 * sum_rounds(tree_levels_) +
                  reduce_us(static_cast<double>(tree_levels_.size()) * s);
-        // Three synchronisations, then reads of (n-1)/n of the buffer twice;
-        // the first reads land in a scratch block that is then reduced, a
-        // second pass over the same bytes. On the development VM this was
-        // slower than Ring at every size with 2 ranks (docs/PERFORMANCE.md).
+        // Three synchronisations, then reads of (n-1)/n of the buffer twice
+        // (the peers' parts of my block, which I reduce, then their final
+        // blocks). On the development VM (reads priced below the FIFOs) this
+        // loses to the ring at every size; on the Intel VM, 2 ranks, it
+        // beat the ring by 1.2-1.3x from 2 MiB out of place, tied at 256
+        // KiB (docs/PERFORMANCE.md).
         case Algo::kDirect:
-          return 3.0 * a + read_setup_us +
-                 (n - 1.0) / n * (2.0 * r_us + s / (ring_.bandwidth_gbs * 1e3)) +
+          return 3.0 * a + read_setup_us + (n - 1.0) / n * 2.0 * r_us +
                  reduce_us((n - 1.0) / n * s);
         case Algo::kHierarchical: {
           if (!hier_unavailable_.empty()) return kInf;

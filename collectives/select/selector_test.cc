@@ -154,10 +154,19 @@ TEST(SelectAlgo, DirectOnlyWhenPeerReadsWorkAndMessagesAreLarge) {
             Algo::kDirect);
   EXPECT_NE(SelectAlgo(OpKind::kAllGather, 8, OneHost(2, kShmRead), none, no_tune).algo,
             Algo::kDirect);
-  // All-reduce reads into scratch and reduces in a second pass: with few
-  // ranks the pipelined ring is cheaper at every size (as measured).
-  EXPECT_NE(SelectAlgo(OpKind::kAllReduce, 64u << 20, OneHost(2, kShmRead), none, no_tune).algo,
+  // All-reduce reads (n-1)/n of the buffer twice: Direct only when reads
+  // beat the FIFOs by enough for large messages, never for small ones.
+  EXPECT_EQ(SelectAlgo(OpKind::kAllReduce, 64u << 20, OneHost(2, kShmRead), none, no_tune).algo,
             Algo::kDirect);
+  EXPECT_NE(SelectAlgo(OpKind::kAllReduce, 4096, OneHost(2, kShmRead), none, no_tune).algo,
+            Algo::kDirect);
+  const LinkModel slow_reads{1.0, 6.0, 4.0};  // reads below the FIFOs (the AMD VM)
+  for (OpKind kind : {OpKind::kAllReduce, OpKind::kAllGather, OpKind::kReduceScatter}) {
+    for (size_t bytes : {size_t{1} << 20, size_t{64} << 20}) {
+      EXPECT_NE(SelectAlgo(kind, bytes, OneHost(2, slow_reads), none, no_tune).algo, Algo::kDirect)
+          << OpKindName(kind) << " " << bytes;
+    }
+  }
   // Peer reads inside each host do not reach the other host.
   const CostModel two_hosts(JobTopology::Uniform(2, 2, kShmRead, kTcp));
   EXPECT_TRUE(std::isinf(two_hosts.PredictUs(OpKind::kAllReduce, Algo::kDirect, 64u << 20)));
