@@ -144,9 +144,8 @@ std::string Hex(uint64_t v) {
   return buf;
 }
 
-// The shared-memory FIFOs' rate in the cost model (measured on the
-// development VM, where a 1 MiB cache-resident memcpy ran at about 2x it:
-// each byte is copied in by the sender and out by the receiver).
+// The shared-memory FIFOs' rate in the cost model, measured on the
+// development VM; the model's other rates are relative to it.
 constexpr double kShmFifoGbs = 6.0;
 
 // Times single-copy reads of a peer's probe region (64 KiB and 1 MiB) and a

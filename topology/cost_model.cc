@@ -71,7 +71,7 @@ PeerReadPrice PricePeerReads(size_t small_bytes, double small_us, size_t big_byt
   const double read_rate = big_us > small_us ? (big - small) / (big_us - small_us) : big / big_us;
   const double fixed_us = std::max(0.0, small_us - small / read_rate);
   const double copy_rate = static_cast<double>(copy_bytes) / std::max(copy_us, 1e-3);
-  const double scale = fifo_gbs * 1e3 / (copy_rate / 2);  // model GB/s per real GB/s
+  const double scale = fifo_gbs * 1e3 / (copy_rate * kFifoShareOfMemcpy);  // model/real GB/s
   return PeerReadPrice{std::clamp(read_rate * scale / 1e3, 0.1, 1000.0),
                        std::clamp(fixed_us / scale, 0.0, 1000.0)};
 }

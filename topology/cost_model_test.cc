@@ -60,14 +60,14 @@ TEST(LinkCostsForTest, AwkwardShapes) {
 }
 
 // The Intel VM's setup figures (docs/PERFORMANCE.md): 64 KiB in 5 us, 1 MiB
-// in 60 us, memcpy 1 MiB in 40 us. Half that memcpy is 13.1 GB/s of FIFO
-// against the model's 6: reads at 17.9 GB/s real are priced 8.2.
+// in 60 us, memcpy 1 MiB in 40 us. 0.4 of that memcpy is 10.5 GB/s of FIFO
+// against the model's 6: reads at 17.9 GB/s real are priced 10.2.
 TEST(PricePeerReadsTest, SlopeIsTheRateAndTheRestOfTheSmallReadTheFixedCost) {
   const PeerReadPrice p = PricePeerReads(64 << 10, 5.0, 1 << 20, 60.0, 1 << 20, 40.0, 6.0);
   const double rate = (double{1 << 20} - (64 << 10)) / 55.0;  // bytes/us
-  const double scale = 6.0e3 / ((1 << 20) / 40.0 / 2);
+  const double scale = 6.0e3 / ((1 << 20) / 40.0 * kFifoShareOfMemcpy);
   EXPECT_NEAR(p.gbs, rate * scale / 1e3, 1e-9);
-  EXPECT_NEAR(p.gbs, 8.2, 0.05);
+  EXPECT_NEAR(p.gbs, 10.2, 0.05);
   EXPECT_NEAR(p.setup_us, (5.0 - (64 << 10) / rate) / scale, 1e-9);
   EXPECT_GT(p.setup_us, 0.0);
 }
@@ -76,14 +76,14 @@ TEST(PricePeerReadsTest, SlowerReadsAndFasterCopiesPriceLower) {
   const PeerReadPrice base = PricePeerReads(64 << 10, 5.0, 1 << 20, 60.0, 1 << 20, 40.0, 6.0);
   EXPECT_LT(PricePeerReads(64 << 10, 5.0, 1 << 20, 120.0, 1 << 20, 40.0, 6.0).gbs, base.gbs);
   EXPECT_LT(PricePeerReads(64 << 10, 5.0, 1 << 20, 60.0, 1 << 20, 20.0, 6.0).gbs, base.gbs);
-  // Reads exactly as fast as half a memcpy cost what the FIFOs cost.
-  EXPECT_NEAR(PricePeerReads(1 << 10, 1e-9, 1 << 20, 80.0, 1 << 20, 40.0, 6.0).gbs, 6.0, 0.01);
+  // Reads exactly as fast as the FIFOs' share of a memcpy cost what they cost.
+  EXPECT_NEAR(PricePeerReads(1 << 10, 1e-9, 1 << 20, 100.0, 1 << 20, 40.0, 6.0).gbs, 6.0, 0.01);
 }
 
 TEST(PricePeerReadsTest, DegenerateTimingsStayInRange) {
   // A big read no slower than the small one (noise): its plain rate, and
   // the small read's time beyond that rate as the fixed cost.
-  const double scale = 6.0e3 / ((1 << 20) / 40.0 / 2);
+  const double scale = 6.0e3 / ((1 << 20) / 40.0 * kFifoShareOfMemcpy);
   const PeerReadPrice same = PricePeerReads(64 << 10, 50.0, 1 << 20, 50.0, 1 << 20, 40.0, 6.0);
   EXPECT_NEAR(same.gbs, (1 << 20) / 50.0 * scale / 1e3, 1e-9);
   EXPECT_NEAR(same.setup_us, (50.0 - 50.0 / 16) / scale, 1e-9);
