@@ -7,13 +7,17 @@
 # the bytes each collective moves (perf/tcp_exchange_bench).
 # Needs the anchor packages:
 #   apt-get install -y openmpi-bin libopenmpi-dev libgloo-dev
-# usage: perf/compare.sh [-r REPEAT] [-n NP] [-t shm|tcp] [-o ops] [-b MIN] [-e MAX] [-f F] [--split BYTES] [--gloo] [--rt] [--register] [--bind core|none] [--out DIR]
+# usage: perf/compare.sh [-r REPEAT] [-n NP] [-t shm|tcp] [-o ops] [-b MIN] [-e MAX] [-f F] [--split BYTES] [--gloo] [--rt] [--register] [--bind core|none] [--blocking] [--out DIR]
 #   --rt: run loom and every anchor alike under chrt -f 1 (root), so that
 #         background load (builds, other jobs) cannot preempt either side
 #   --bind core: bind each rank of loom and of Open MPI to a core of its own
 #         (loom run --bind-to core, mpirun --bind-to core; default none, and
 #         Gloo's processes are never bound): unbound, two ranks sometimes
 #         share one core for a whole run (docs/PERFORMANCE.md)
+#   --blocking: loom's sweeps call the blocking forms back to back, as the
+#         anchors call MPI and Gloo (loom perf --back-to-back 1); by default
+#         they issue non-blocking calls and wait once, as nccl-tests does,
+#         which adds the hand-off to the communicator's thread per call
 #   --register: loom's buffers in shareable memory (loom perf -R 1); the
 #         anchors keep plain malloc'd buffers (they have no equivalent here)
 #   --split BYTES: sizes below it run in a sweep of their own, with buffers
@@ -27,7 +31,7 @@ root=$(cd "$here/.." && pwd)
 ANCHORS=${ANCHORS:-$root/perf/anchors}  # builds shared/anchors' MPI harness + our Gloo fix
 BUILD=${BUILD:-$root/build}
 REPEAT=3 NP=2 TRANSPORT=shm OPS=allreduce,reduce_scatter,allgather MINB=8 MAXB=256M FACTOR=8
-GLOO=0 OUT="" RT=() LOOM_REG=() SPLIT=8M BIND=none
+GLOO=0 OUT="" RT=() LOOM_REG=() SPLIT=8M BIND=none LOOM_CALLS=()
 GLOO_ALGOS=allreduce,allreduce_ring,allreduce_ring_chunked,allreduce_hd,allreduce_bcube
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -38,7 +42,8 @@ while [[ $# -gt 0 ]]; do
     --split) SPLIT=$2; shift 2 ;;
     --register) LOOM_REG=(-R 1); shift ;;
     --bind) BIND=$2; shift 2 ;;
-    -h|--help) sed -n 2,23p "$0"; exit 0 ;;
+    --blocking) LOOM_CALLS=(--back-to-back 1); shift ;;
+    -h|--help) sed -n 2,27p "$0"; exit 0 ;;
     *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -110,7 +115,7 @@ for ((r = 1; r <= REPEAT; r++)); do
       "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/mpi_coll_perf" -b "$b" -e "$e" -f "$FACTOR" -o "$op" \
         >> "$OUT/mpi.$op.r$r.txt" 2>&1
       "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" --bind-to "$BIND" -- "$LOOM" perf "$(loom_op "$op")" -b "$b" -e "$e" \
-        -f "$FACTOR" -w 5 -n 20 "${LOOM_AS_ANCHOR[@]}" "${LOOM_REG[@]}" >> "$OUT/loom.$op.r$r.txt" 2>&1
+        -f "$FACTOR" -w 5 -n 20 "${LOOM_AS_ANCHOR[@]}" "${LOOM_REG[@]}" "${LOOM_CALLS[@]}" >> "$OUT/loom.$op.r$r.txt" 2>&1
     done
     if [[ $op == allreduce && $lo -le 8 ]]; then
       # The latency row: 8 B with 10000 warm-up and 10000 timed iterations.
@@ -140,6 +145,6 @@ for ((r = 1; r <= REPEAT; r++)); do
   done
 done
 python3 "$here/compare_report.py" "$OUT" | tee "$OUT/report.txt"
-python3 "$here/plot.py" "$OUT" --title "$TRANSPORT, $NP ranks$([[ ${#LOOM_REG[@]} -gt 0 ]] && echo ', loom -R 1')$([[ $BIND == core ]] && echo ', bound')" >/dev/null ||
+python3 "$here/plot.py" "$OUT" --title "$TRANSPORT, $NP ranks$([[ ${#LOOM_REG[@]} -gt 0 ]] && echo ', loom -R 1')$([[ $BIND == core ]] && echo ', bound')$([[ ${#LOOM_CALLS[@]} -gt 0 ]] && echo ', loom blocking')" >/dev/null ||
   echo "compare.sh: no plot (perf/plot.py failed)" >&2
 echo "raw tables, report.csv and plot.svg (busbw vs size) in $OUT"

@@ -371,15 +371,9 @@ void TcpConnection::Settle(std::deque<Posted>* q, int n) {
   }
 }
 
+// Sends first: a receive that finds nothing yet would delay this rank's
+// message, which the peer may be waiting for, by a system call.
 Result<bool> TcpConnection::Progress() {
-  bool moved = false;
-  for (int s = 0; s < nrecv(); ++s) {
-    if (!recvs_.empty()) {
-      LOOM_ASSIGN_OR_RETURN(bool r, RecvOn(s));
-      moved |= r;
-    }
-  }
-  if (moved) Settle(&recvs_, nrecv());
   bool sent = false;
   for (int s = 0; s < nsend(); ++s) {
     if (!sends_.empty()) {
@@ -388,6 +382,14 @@ Result<bool> TcpConnection::Progress() {
     }
   }
   if (sent) Settle(&sends_, nsend());
+  bool moved = false;
+  for (int s = 0; s < nrecv(); ++s) {
+    if (!recvs_.empty()) {
+      LOOM_ASSIGN_OR_RETURN(bool r, RecvOn(s));
+      moved |= r;
+    }
+  }
+  if (moved) Settle(&recvs_, nrecv());
   return moved || sent;
 }
 
