@@ -169,8 +169,8 @@ Result<topology::PeerReadPrice> MeasurePeerRead(const ShmConnection& shm, uint64
   for (int i = 0; i < kReadProbeReps; ++i) {
     LOOM_TRY(time_us([&] { return shm.ProbePeerRead(dst.data(), remote, kReadProbeSmallBytes); },
                      &small_us));
-    LOOM_TRY(time_us([&] { return shm.ProbePeerRead(dst.data(), remote, kReadProbeBytes); },
-                     &big_us));
+    LOOM_TRY(
+        time_us([&] { return shm.ProbePeerRead(dst.data(), remote, kReadProbeBytes); }, &big_us));
     LOOM_TRY(time_us(
         [&] {
           std::memcpy(dst.data(), ReadProbeRegion(), kReadProbeBytes);
@@ -195,10 +195,10 @@ Result<topology::PeerReadPrice> MeasurePeerRead(const ShmConnection& shm, uint64
 // largest fixed cost any rank measured. Returns that job-wide verdict and
 // price, the same on every rank that calls it.
 Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
-                                      const std::vector<int>& shm_peers,
-                                      const std::vector<PeerInfo>& peers,
-                                      std::vector<std::unique_ptr<Connection>>& conns,
-                                      Deadline deadline) {
+                                                 const std::vector<int>& shm_peers,
+                                                 const std::vector<PeerInfo>& peers,
+                                                 std::vector<std::unique_ptr<Connection>>& conns,
+                                                 Deadline deadline) {
   bool ok = params::kShmSingleCopy.Get();
   std::string why = ok ? "" : "LOOM_SHM_SINGLE_COPY=0";
 
@@ -259,7 +259,8 @@ Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
 // Direct whatever the price, NCCL_ALGO and LOOM_TUNE can force it.
 topology::LinkCost LinkCostOf(TransportKind kind, const topology::PeerReadPrice& reads) {
   switch (kind) {
-    case TransportKind::kShm: return {1.0, kShmFifoGbs, reads.gbs, reads.setup_us};
+    case TransportKind::kShm:
+      return {1.0, kShmFifoGbs, reads.gbs, reads.setup_us};
     case TransportKind::kIb: return {5.0, 12.0, 0.0};
     case TransportKind::kSocket:
     case TransportKind::kUcx: break;
@@ -486,7 +487,8 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   }
   std::vector<std::unique_ptr<Connection>> conns(size);
   Doorbell* doorbell = nullptr;
-  topology::PeerReadPrice job_single_copy;  // every rank's shm peers are readable at this price (gbs > 0)
+  // Every rank's shm peers are readable at this price (gbs > 0), the same everywhere.
+  topology::PeerReadPrice job_single_copy;
   if (any_shm_pair) {
     const std::string tag = Hex(secret) + "-" + std::to_string(store_port);
     LOOM_ASSIGN_OR_RETURN(impl->shm_,

@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -290,7 +290,6 @@ struct RankProcess {
   bool running = false;  // forked and not yet reaped
   OutputPump out, err;
 };
-
 
 // What one child needs between fork and exec; everything is prepared before
 // fork because only async-signal-safe calls are allowed after it.
