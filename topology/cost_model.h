@@ -1,6 +1,8 @@
 // The link costs of a job whose hosts all look like one host topology: the
 // inputs the runtime cost model (collectives/select/selector.h CostModel)
-// needs, derived from hardware paths. Used by `loom topo`. Pure; no I/O.
+// needs, derived from hardware paths (used by `loom topo`), and the price of
+// single-copy reads from what setup timed (used by the communicator). Pure;
+// no I/O.
 #pragma once
 
 #include <cstddef>
@@ -30,19 +32,22 @@ struct HostLinkCosts {
 // `host` must be valid; ranks_per_host < 1 counts as 1.
 HostLinkCosts LinkCostsFor(const Topology& host, int ranks_per_host);
 
+// The share of a 1 MiB memcpy's rate that the model's shared-memory FIFO
+// rate stands for: each byte is copied in by the sender and out by the
+// receiver, plus the FIFO's synchronisation. On the Intel VM the 2-rank FIFO
+// ring all-gather moved 8.6 GB/s per rank at 64-512 KiB while a 1 MiB memcpy
+// ran at 20-23 GB/s.
+inline constexpr double kFifoShareOfMemcpy = 0.4;
+
 // Single-copy reads of a peer's memory (process_vm_readv), priced in the
 // cost model's units from what setup timed on this host: a small and a big
 // read (bytes, best us) and a local memcpy of `copy_bytes`. The slope of the
 // two reads is their rate and the rest of the small read their fixed cost
 // per call; both are scaled by this host's memcpy against `fifo_gbs`, the
-// model's shared-memory FIFO rate, which stands for kFifoShareOfMemcpy of a
-// 1 MiB memcpy (each byte is copied in by the sender and out by the
-// receiver, plus the FIFO's synchronisation). Returns
-// {peer_read_gbs, peer_read_setup_us}, clamped to [0.1, 1000] GB/s and
-// [0, 1000] us. Requires small_bytes < big_bytes and positive times.
-// On the Intel VM the 2-rank FIFO ring all-gather moved 8.6 GB/s per rank
-// at 64-512 KiB while a 1 MiB memcpy ran at 20-23 GB/s.
-inline constexpr double kFifoShareOfMemcpy = 0.4;
+// model's shared-memory FIFO rate, taken as kFifoShareOfMemcpy of this
+// memcpy. Returns {peer_read_gbs, peer_read_setup_us}, clamped to
+// [0.1, 1000] GB/s and [0, 1000] us. Requires small_bytes < big_bytes and
+// positive times.
 struct PeerReadPrice {
   double gbs = 0;
   double setup_us = 0;
