@@ -191,14 +191,17 @@ Result<topology::PeerReadPrice> MeasurePeerRead(const ShmConnection& shm, uint64
 // Single-copy reads between same-host ranks: each rank probes every shm peer,
 // and the feature is on only if every rank of the communicator succeeded
 // (algorithms must agree on whether to use it). Each rank also times reads
-// of its first shm peer; the job prices them at the slowest rate and the
-// largest fixed cost any rank measured. Returns that job-wide verdict and
+// of its first shm peer (unless LOOM_SHM_READ_PRICE names the price); the
+// job prices them at the slowest rate and the largest fixed cost any rank
+// measured. Returns that job-wide verdict and
 // price, the same on every rank that calls it.
 Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
                                                  const std::vector<int>& shm_peers,
                                                  const std::vector<PeerInfo>& peers,
                                                  std::vector<std::unique_ptr<Connection>>& conns,
                                                  Deadline deadline) {
+  LOOM_ASSIGN_OR_RETURN(const std::optional<topology::PeerReadPrice> fixed_price,
+                        topology::ParsePeerReadPrice(params::kShmReadPrice.Get()));
   bool ok = params::kShmSingleCopy.Get();
   std::string why = ok ? "" : "LOOM_SHM_SINGLE_COPY=0";
 
@@ -216,7 +219,9 @@ Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
   if (ok && !shm_peers.empty()) {
     const int p = shm_peers.front();
     Result<topology::PeerReadPrice> cost =
-        MeasurePeerRead(*static_cast<ShmConnection*>(conns[p].get()), peers[p].read_probe);
+        fixed_price ? Result<topology::PeerReadPrice>(*fixed_price)
+                    : MeasurePeerRead(*static_cast<ShmConnection*>(conns[p].get()),
+                                      peers[p].read_probe);
     if (cost.ok()) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "1 %.6g %.6g", cost->gbs, cost->setup_us);

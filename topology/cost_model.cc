@@ -2,6 +2,9 @@
 #include "topology/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
 #include <set>
 #include <vector>
 
@@ -74,6 +77,23 @@ PeerReadPrice PricePeerReads(size_t small_bytes, double small_us, size_t big_byt
   const double scale = fifo_gbs * 1e3 / (copy_rate * kFifoShareOfMemcpy);  // model/real GB/s
   return PeerReadPrice{std::clamp(read_rate * scale / 1e3, 0.1, 1000.0),
                        std::clamp(fixed_us / scale, 0.0, 1000.0)};
+}
+
+Result<std::optional<PeerReadPrice>> ParsePeerReadPrice(std::string_view text) {
+  if (text.empty()) return std::optional<PeerReadPrice>();
+  const std::string owned(text);
+  PeerReadPrice p{0, 20.0};
+  char tail = 0;
+  const int got = std::sscanf(owned.c_str(), "%lf,%lf%c", &p.gbs, &p.setup_us, &tail);
+  const bool ok = (got == 1 || got == 2) && std::isfinite(p.gbs) && p.gbs > 0 && p.gbs <= 1000 &&
+                  std::isfinite(p.setup_us) && p.setup_us >= 0 && p.setup_us <= 1000 &&
+                  owned.find_first_not_of("0123456789.,eE+-") == std::string::npos &&
+                  owned.back() != ',';
+  if (!ok) {
+    return InvalidArgument("LOOM_SHM_READ_PRICE: expected GBS or GBS,US (a rate in (0, 1000] GB/s, "
+                           "a fixed cost per read in [0, 1000] us), got '" + owned + "'");
+  }
+  return std::optional<PeerReadPrice>(p);
 }
 
 }  // namespace loom::topology

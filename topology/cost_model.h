@@ -6,7 +6,10 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
+#include <string_view>
 
+#include "comm/base/status.h"
 #include "topology/job.h"
 #include "topology/model.h"
 
@@ -54,5 +57,11 @@ struct PeerReadPrice {
 };
 PeerReadPrice PricePeerReads(size_t small_bytes, double small_us, size_t big_bytes, double big_us,
                              size_t copy_bytes, double copy_us, double fifo_gbs);
+
+// LOOM_SHM_READ_PRICE: "GBS" or "GBS,US", a rate above 0 and at most 1000
+// GB/s and a fixed cost per read from 0 to 1000 us (default 20, the value
+// before setup measured it); nullopt for "" (measure). Anything else is
+// kInvalidArgument naming the text.
+Result<std::optional<PeerReadPrice>> ParsePeerReadPrice(std::string_view text);
 
 }  // namespace loom::topology

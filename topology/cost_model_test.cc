@@ -92,5 +92,25 @@ TEST(PricePeerReadsTest, DegenerateTimingsStayInRange) {
   EXPECT_LE(wild.setup_us, 1000.0);
 }
 
+TEST(ParsePeerReadPriceTest, RateAndOptionalFixedCost) {
+  auto none = ParsePeerReadPrice("");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  auto rate = ParsePeerReadPrice("4");
+  ASSERT_TRUE(rate.ok() && rate->has_value());
+  EXPECT_EQ((*rate)->gbs, 4.0);
+  EXPECT_EQ((*rate)->setup_us, 20.0);  // the value before setup measured it
+  auto both = ParsePeerReadPrice("10.5,2.5");
+  ASSERT_TRUE(both.ok() && both->has_value());
+  EXPECT_EQ((*both)->gbs, 10.5);
+  EXPECT_EQ((*both)->setup_us, 2.5);
+  for (const char* bad : {"0", "-1", "abc", "4,", "4,-1", "4,2,3", "4x", "inf", "nan", "2000",
+                          "4,5000", " 4"}) {
+    auto r = ParsePeerReadPrice(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) EXPECT_NE(r.status().message().find(bad), std::string::npos) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace loom::topology

@@ -216,6 +216,9 @@ const IntParam kIbRetryCnt("IB_RETRY_CNT", "7", true,
 const BoolParam kShmSingleCopy("SHM_SINGLE_COPY", "1", false,
     "Ranks on one host may read each other's buffers directly (process_vm_readv) for large "
     "collectives; 0 = always through the shared-memory FIFOs");
+const StringParam kShmReadPrice("SHM_READ_PRICE", "", false,
+    "GBS[,US]: price single-copy reads at GBS GB/s plus US us per read (default 20) in the cost "
+    "model instead of timing them at setup; empty = time them");
 const BoolParam kShmSmall("SHM_SMALL", "1", false,
     "One-host communicators run collectives of at most 48 bytes per rank through a cache line "
     "per rank in shared memory instead of messages; 0 = always messages");
@@ -255,6 +258,7 @@ const std::vector<const Param*>& All() {
       &kNsocksPerthread,
       &kShmDisable,
       &kShmSingleCopy,
+      &kShmReadPrice,
       &kShmSmall,
       &kP2pDisable,
       &kP2pLevel,

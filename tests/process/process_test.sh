@@ -52,6 +52,26 @@ perf_shared_buffers)
   ! grep -q "Direct instead" "$tmp/ar.2.0" || fail "plain buffers switched to Direct"
   ! grep -q "Direct instead" "$tmp/ar.3.1" || fail "3 ranks asked about shareable buffers"
   ;;
+shm_read_price)
+  # Setup times single-copy reads and every rank logs the job's price;
+  # LOOM_SHM_READ_PRICE replaces the measurement (4 GB/s, below the FIFOs:
+  # all-gather keeps the ring at 2 MiB), and a malformed one fails creation
+  # naming it.
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT "$LOOM" run -np 2 -- "$LOOM" perf all_gather -b 2M -e 2M \
+    -n 2 -w 1 >"$tmp/measured" 2>&1 || fail "perf exited $?"
+  [ "$(grep -c 'single-copy reads: 64 KiB' "$tmp/measured")" = 2 ] || fail "not every rank timed its reads"
+  [ "$(grep -o 'peer reads [0-9.]* GB/s + [0-9.]* us' "$tmp/measured" | sort -u | wc -l)" = 1 ] ||
+    fail "the ranks priced reads differently"
+  LOOM_SHM_READ_PRICE=4 NCCL_DEBUG=TRACE NCCL_DEBUG_SUBSYS=INIT,TUNING "$LOOM" run -np 2 -- \
+    "$LOOM" perf all_gather -b 2M -e 2M -n 2 -w 1 >"$tmp/fixed" 2>&1 || fail "perf (price 4) exited $?"
+  ! grep -q 'single-copy reads: 64 KiB' "$tmp/fixed" || fail "reads were timed despite LOOM_SHM_READ_PRICE"
+  grep -q 'peer reads 4.0 GB/s + 20.0 us' "$tmp/fixed" || fail "LOOM_SHM_READ_PRICE=4 not in the job line"
+  grep -q 'AllGather 1048576 bytes on 2 ranks: Ring by cost model' "$tmp/fixed" ||
+    fail "reads priced below the FIFOs still picked Direct"
+  LOOM_SHM_READ_PRICE=fast "$LOOM" run -np 2 -- "$LOOM" perf all_gather -b 8 -e 8 -n 1 -w 0 \
+    >"$tmp/bad" 2>&1 && fail "a malformed LOOM_SHM_READ_PRICE was accepted"
+  grep -q "LOOM_SHM_READ_PRICE: expected GBS or GBS,US" "$tmp/bad" || fail "the error does not name the knob"
+  ;;
 perf_detects_corruption)
   "$LOOM" run -np 2 -- "$LOOM" perf all_reduce -b 1K -e 4K -f 2 --corrupt-for-test >"$tmp/out" 2>&1 && fail "corruption not detected"
   grep -q "FAILED" "$tmp/out" || fail "no FAILED line"
