@@ -219,9 +219,9 @@ Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
   if (ok && !shm_peers.empty()) {
     const int p = shm_peers.front();
     Result<topology::PeerReadPrice> cost =
-        fixed_price ? Result<topology::PeerReadPrice>(*fixed_price)
-                    : MeasurePeerRead(*static_cast<ShmConnection*>(conns[p].get()),
-                                      peers[p].read_probe);
+        fixed_price
+            ? Result<topology::PeerReadPrice>(*fixed_price)
+            : MeasurePeerRead(*static_cast<ShmConnection*>(conns[p].get()), peers[p].read_probe);
     if (cost.ok()) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "1 %.6g %.6g", cost->gbs, cost->setup_us);

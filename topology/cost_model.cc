@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <string>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "topology/paths.h"
@@ -90,8 +90,10 @@ Result<std::optional<PeerReadPrice>> ParsePeerReadPrice(std::string_view text) {
                   owned.find_first_not_of("0123456789.,eE+-") == std::string::npos &&
                   owned.back() != ',';
   if (!ok) {
-    return InvalidArgument("LOOM_SHM_READ_PRICE: expected GBS or GBS,US (a rate in (0, 1000] GB/s, "
-                           "a fixed cost per read in [0, 1000] us), got '" + owned + "'");
+    return InvalidArgument(
+        "LOOM_SHM_READ_PRICE: expected GBS or GBS,US (a rate in (0, 1000] GB/s, "
+        "a fixed cost per read in [0, 1000] us), got '" +
+        owned + "'");
   }
   return std::optional<PeerReadPrice>(p);
 }

@@ -104,11 +104,13 @@ TEST(ParsePeerReadPriceTest, RateAndOptionalFixedCost) {
   ASSERT_TRUE(both.ok() && both->has_value());
   EXPECT_EQ((*both)->gbs, 10.5);
   EXPECT_EQ((*both)->setup_us, 2.5);
-  for (const char* bad : {"0", "-1", "abc", "4,", "4,-1", "4,2,3", "4x", "inf", "nan", "2000",
-                          "4,5000", " 4"}) {
+  for (const char* bad :
+       {"0", "-1", "abc", "4,", "4,-1", "4,2,3", "4x", "inf", "nan", "2000", "4,5000", " 4"}) {
     auto r = ParsePeerReadPrice(bad);
     EXPECT_FALSE(r.ok()) << bad;
-    if (!r.ok()) EXPECT_NE(r.status().message().find(bad), std::string::npos) << bad;
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find(bad), std::string::npos) << bad;
+    }
   }
 }
 
