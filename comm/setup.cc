@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -188,10 +189,33 @@ Result<topology::PeerReadPrice> MeasurePeerRead(const ShmConnection& shm, uint64
   return c;
 }
 
+// A rank's own measurement, made once per process for each kind of peer (a
+// thread of this process, read with memcpy, or another process, read with
+// process_vm_readv) and reused by every later communicator (Split, a second
+// init): timing the reads costs about 1 ms, and the host does not change.
+Result<topology::PeerReadPrice> CachedPeerReadPrice(const ShmConnection& shm, uint64_t remote,
+                                                    bool same_process) {
+  static std::mutex mu;
+  static std::optional<topology::PeerReadPrice> cache[2];
+  std::lock_guard<std::mutex> lock(mu);
+  std::optional<topology::PeerReadPrice>& mine = cache[same_process ? 1 : 0];
+  if (mine) {
+    LOOM_INFO(log::kInit | log::kShm,
+              "single-copy reads: priced %.1f GB/s + %.1f us per call, as measured earlier in "
+              "this process",
+              mine->gbs, mine->setup_us);
+    return *mine;
+  }
+  LOOM_ASSIGN_OR_RETURN(const topology::PeerReadPrice price, MeasurePeerRead(shm, remote));
+  mine = price;
+  return price;
+}
+
 // Single-copy reads between same-host ranks: each rank probes every shm peer,
 // and the feature is on only if every rank of the communicator succeeded
 // (algorithms must agree on whether to use it). Each rank also times reads
-// of its first shm peer (unless LOOM_SHM_READ_PRICE names the price); the
+// of its first shm peer, once per process (CachedPeerReadPrice), unless
+// LOOM_SHM_READ_PRICE names the price; the
 // job prices them at the slowest rate and the largest fixed cost any rank
 // measured. Returns that job-wide verdict and
 // price, the same on every rank that calls it.
@@ -219,9 +243,9 @@ Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
   if (ok && !shm_peers.empty()) {
     const int p = shm_peers.front();
     Result<topology::PeerReadPrice> cost =
-        fixed_price
-            ? Result<topology::PeerReadPrice>(*fixed_price)
-            : MeasurePeerRead(*static_cast<ShmConnection*>(conns[p].get()), peers[p].read_probe);
+        fixed_price ? Result<topology::PeerReadPrice>(*fixed_price)
+                    : CachedPeerReadPrice(*static_cast<ShmConnection*>(conns[p].get()),
+                                          peers[p].read_probe, peers[p].pid == getpid());
     if (cost.ok()) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "1 %.6g %.6g", cost->gbs, cost->setup_us);

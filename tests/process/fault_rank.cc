@@ -1,6 +1,8 @@
 // A rank program for process-level fault tests, started by `loom run`:
 //   fault_rank init                      create, barrier, finalize
 //   fault_rank kill VICTIM ITER          all-reduce in a loop; VICTIM SIGKILLs itself at ITER
+//   fault_rank split                     create, split into one sub-communicator, all-reduce
+//                                        on it, finalize both
 // Survivors print "rank R: <status>" and exit 3 when an operation fails;
 // they ignore SIGTERM so the launcher's clean-up does not hide the error.
 #include <csignal>
@@ -14,7 +16,7 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: fault_rank init | kill VICTIM ITER\n");
+    std::fprintf(stderr, "usage: fault_rank init | kill VICTIM ITER | split\n");
     return 2;
   }
   std::signal(SIGTERM, SIG_IGN);
@@ -27,6 +29,17 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1];
   if (mode == "init") {
     loom::Status s = c.Barrier();
+    if (s.ok()) s = c.Finalize();
+    if (!s.ok()) std::fprintf(stderr, "rank %d: %s\n", c.rank(), s.ToString().c_str());
+    return s.ok() ? 0 : 3;
+  }
+  if (mode == "split") {
+    auto sub = c.Split(0, c.rank());
+    loom::Status s = sub.status();
+    int v = c.rank(), sum = 0;
+    if (s.ok()) s = sub.value()->AllReduce(&v, &sum, 1, loom::DataType::kInt32, loom::RedOp::kSum);
+    if (s.ok() && sum != c.size() * (c.size() - 1) / 2) s = loom::InternalError("wrong sum");
+    if (s.ok()) s = sub.value()->Finalize();
     if (s.ok()) s = c.Finalize();
     if (!s.ok()) std::fprintf(stderr, "rank %d: %s\n", c.rank(), s.ToString().c_str());
     return s.ok() ? 0 : 3;

@@ -62,6 +62,13 @@ shm_read_price)
   [ "$(grep -c 'single-copy reads: 64 KiB' "$tmp/measured")" = 2 ] || fail "not every rank timed its reads"
   [ "$(grep -o 'peer reads [0-9.]* GB/s + [0-9.]* us' "$tmp/measured" | sort -u | wc -l)" = 1 ] ||
     fail "the ranks priced reads differently"
+  # A second communicator in the same processes (Split) reuses each rank's
+  # measurement instead of timing the reads again.
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT "$LOOM" run -np 2 -- "$FAULT" split >"$tmp/split" 2>&1 ||
+    fail "split exited $?"
+  [ "$(grep -c 'single-copy reads: 64 KiB' "$tmp/split")" = 2 ] || fail "reads were timed again for the split"
+  [ "$(grep -c 'as measured earlier in this process' "$tmp/split")" = 2 ] ||
+    fail "the split did not reuse the measurement"
   LOOM_SHM_READ_PRICE=4 NCCL_DEBUG=TRACE NCCL_DEBUG_SUBSYS=INIT,TUNING "$LOOM" run -np 2 -- \
     "$LOOM" perf all_gather -b 2M -e 2M -n 2 -w 1 >"$tmp/fixed" 2>&1 || fail "perf (price 4) exited $?"
   ! grep -q 'single-copy reads: 64 KiB' "$tmp/fixed" || fail "reads were timed despite LOOM_SHM_READ_PRICE"
