@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "comm/base/log.h"
+#include "transports/streaming.h"
 
 namespace loom {
 
@@ -174,8 +175,17 @@ Status Engine::RunUntilDone(std::span<Transfer> transfers, Deadline deadline) {
     }
     for (Transfer* t : copies_) {
       if (t->done > t->copied) {
-        std::memmove(static_cast<char*>(t->copy_to) + t->copied,
-                    static_cast<const char*>(t->src) + t->copied, t->done - t->copied);
+        char* to = static_cast<char*>(t->copy_to) + t->copied;
+        const char* from = static_cast<const char*>(t->src) + t->copied;
+        // copy_to is final (nothing in the operation reads it), so a large
+        // one is written around the cache like a final receive: an
+        // out-of-place all-gather of 16 / 128 MiB on 2 ranks 1.40 / 1.30x
+        // faster on the AMD development VM (docs/PERFORMANCE.md).
+        if (t->bytes >= StreamingMinBytes()) {
+          StreamingCopy(to, from, t->done - t->copied);
+        } else {
+          std::memcpy(to, from, t->done - t->copied);
+        }
         t->copied = t->done;
       }
     }

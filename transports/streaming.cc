@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #if defined(__x86_64__)
 #include <emmintrin.h>
@@ -13,11 +16,66 @@
 
 namespace loom {
 
+size_t ParseCacheSize(const std::string& text) {
+  size_t i = 0, v = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+    if (v > (SIZE_MAX >> 31)) return 0;  // absurd: no cache is that large
+    v = v * 10 + static_cast<size_t>(text[i++] - '0');
+  }
+  if (i == 0) return 0;
+  size_t unit = 1;
+  if (i < text.size() && (text[i] == 'K' || text[i] == 'M' || text[i] == 'G')) {
+    unit = text[i] == 'K' ? size_t{1} << 10 : text[i] == 'M' ? size_t{1} << 20 : size_t{1} << 30;
+    ++i;
+  }
+  while (i < text.size() && (text[i] == '\n' || text[i] == ' ')) ++i;
+  return i == text.size() ? v * unit : 0;
+}
+
+namespace {
+
+std::string ReadSmallFile(const std::string& path) {
+  std::string out;
+  if (FILE* f = std::fopen(path.c_str(), "r")) {
+    char buf[64];
+    const size_t n = std::fread(buf, 1, sizeof buf, f);
+    out.assign(buf, n);
+    std::fclose(f);
+  }
+  return out;
+}
+
+}  // namespace
+
+size_t LastLevelCacheBytes() {
+  int best_level = 0;
+  size_t best = 0;
+  for (int i = 0; i < 16; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    const std::string level = ReadSmallFile(dir + "level");
+    if (level.empty()) break;
+    if (ReadSmallFile(dir + "type").rfind("Instruction", 0) == 0) continue;
+    const int l = std::atoi(level.c_str());
+    const size_t bytes = ParseCacheSize(ReadSmallFile(dir + "size"));
+    if (l > best_level && bytes > 0) {
+      best_level = l;
+      best = bytes;
+    }
+  }
+  if (best > 0) return best;
+  long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return llc > 0 ? static_cast<size_t>(llc) : 0;
+}
+
+bool StreamsInto(const Transfer& t) {
+  return t.nontemporal && t.bytes >= StreamingMinBytes() && t.dst != t.reduce_with;
+}
+
 size_t StreamingMinBytes() {
   static const size_t min_bytes = [] {
-    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return llc > 0 ? std::max<size_t>(static_cast<size_t>(llc) / 4, 1 << 20) : size_t{8} << 20;
+    const size_t llc = LastLevelCacheBytes();
+    return llc > 0 ? std::max<size_t>(llc / 4, 1 << 20) : size_t{8} << 20;
   }();
   return min_bytes;
 }

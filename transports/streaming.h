@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "transports/transport.h"
 
@@ -14,6 +15,23 @@ namespace loom {
 // quarter of the last-level cache (so a collective's buffers of both ranks
 // no longer fit in it), 8 MiB when the size cannot be read. Computed once.
 size_t StreamingMinBytes();
+
+// Whether receive `t` lands with streaming stores: its destination is final
+// (Transfer::nontemporal), at least StreamingMinBytes(), and not also the
+// reduction's other input. A destination just read as that input is in the
+// cache already, so streaming saves no read, and on the AMD development VM
+// it made an in-place reduce-scatter of 16 MiB 1.6-2.2x slower.
+bool StreamsInto(const Transfer& t);
+
+// The last-level cache in bytes as the kernel describes it
+// (/sys/devices/system/cpu/cpu0/cache/index*/: the highest level's size,
+// what lscpu prints), or sysconf's figure when sysfs has none, or 0.
+// sysconf reads the CPU's own report, which a VM may fill with the host's
+// figures: 320 MiB on the 32 MiB AMD development VM.
+size_t LastLevelCacheBytes();
+
+// A sysfs cache size ("32768K", "2M", "512"), in bytes; 0 when malformed.
+size_t ParseCacheSize(const std::string& text);
 
 // memcpy(dst, src, bytes) with streaming stores for the 16-byte-aligned body
 // of dst (plain stores elsewhere), then a store fence, so the bytes are

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -63,6 +64,40 @@ TEST(StreamingReduce, BitIdenticalToThePlainKernelAcrossBlocks) {
 
 TEST(StreamingMinBytes, IsAtLeastOneMebibyte) {
   EXPECT_GE(StreamingMinBytes(), size_t{1} << 20);
+}
+
+TEST(StreamingMinBytes, IsAQuarterOfTheLastLevelCache) {
+  const size_t llc = LastLevelCacheBytes();
+  if (llc == 0) GTEST_SKIP() << "no cache size in sysfs or sysconf";
+  EXPECT_EQ(StreamingMinBytes(), std::max<size_t>(llc / 4, size_t{1} << 20));
+}
+
+TEST(ParseCacheSize, ReadsSysfsSizes) {
+  EXPECT_EQ(ParseCacheSize("32768K\n"), size_t{32} << 20);
+  EXPECT_EQ(ParseCacheSize("2M"), size_t{2} << 20);
+  EXPECT_EQ(ParseCacheSize("1G\n"), size_t{1} << 30);
+  EXPECT_EQ(ParseCacheSize("512"), size_t{512});
+  for (const char* bad : {"", "K", "-1K", "32768KB", "12 K", "0x100", "99999999999999999999K"}) {
+    EXPECT_EQ(ParseCacheSize(bad), size_t{0}) << bad;
+  }
+}
+
+TEST(StreamsInto, OnlyLargeFinalDestinationsNotReadAsAnInput) {
+  std::vector<char> a(16), b(16);
+  Transfer t;
+  t.dir = Transfer::Dir::kRecv;
+  t.dst = a.data();
+  t.bytes = StreamingMinBytes();
+  EXPECT_FALSE(StreamsInto(t)) << "not marked final";
+  t.nontemporal = true;
+  EXPECT_TRUE(StreamsInto(t));
+  t.reduce_with = b.data();
+  EXPECT_TRUE(StreamsInto(t)) << "out-of-place reduction";
+  t.reduce_with = a.data();
+  EXPECT_FALSE(StreamsInto(t)) << "in place: dst was just read as the other input";
+  t.reduce_with = nullptr;
+  t.bytes = StreamingMinBytes() - 1;
+  EXPECT_FALSE(StreamsInto(t)) << "below the threshold";
 }
 
 }  // namespace

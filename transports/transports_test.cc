@@ -158,9 +158,10 @@ TEST_P(TransportTest, MessagesOfAwkwardSizesArriveIntact) {
 
 TEST_P(TransportTest, ASendCopiesWhatLeftIntoCopyTo) {
   // The engine copies a send's bytes to copy_to as they leave: complete when
-  // the send is, for sizes below, at and across the FIFO and stripe units.
+  // the send is, for sizes below, at and across the FIFO and stripe units,
+  // and above StreamingMinBytes (the copy then streams, with a ragged tail).
   auto p = MakePair(GetParam());
-  for (size_t bytes : {size_t{1}, size_t{65536}, size_t{(1 << 20) + 5}}) {
+  for (size_t bytes : {size_t{1}, size_t{65536}, size_t{(1 << 20) + 5}, StreamingMinBytes() + 77}) {
     std::vector<uint8_t> a(bytes), copy(bytes, 0), b(bytes, 0);
     for (size_t i = 0; i < bytes; ++i) a[i] = static_cast<uint8_t>(i * 13 + 1);
     SendRecvResult r = SendOne(*p, a.data(), b.data(), bytes, copy.data());
@@ -227,7 +228,8 @@ TEST_P(TransportTest, ReceiveReducesAndGatedSendForwards) {
 
 TEST_P(TransportTest, MismatchedSizesAreNamed) {
   // Larger and smaller than expected, tiny and not.
-  for (auto [sent, expected] : {std::pair<size_t, size_t>{100, 200}, {8, 200}, {200, 8}, {8, 16}}) {
+  for (auto sizes : {std::pair<size_t, size_t>{100, 200}, {8, 200}, {200, 8}, {8, 16}}) {
+    const size_t sent = sizes.first, expected = sizes.second;
     auto p = MakePair(GetParam());
     std::vector<char> a(sent), b(expected);
     std::thread t0([&] {

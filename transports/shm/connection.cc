@@ -346,7 +346,7 @@ Result<bool> ShmConnection::ProgressRecv() {
     const size_t allowed = t->Allowed();
     const size_t esize = t->reduce_with != nullptr ? SizeOf(t->type) : 1;
     // A final destination larger than the cache would only evict the FIFO.
-    const bool streaming = t->nontemporal && t->bytes >= StreamingMinBytes();
+    const bool streaming = StreamsInto(*t);
     while (t->done < allowed) {
       if (avail < esize) {
         LoadInHead();

@@ -314,7 +314,7 @@ Result<bool> TcpConnection::RecvOn(int s) {
     const size_t es = SizeOf(t->type);
     // As for shared memory: a final destination larger than the cache is
     // written around it (transports/streaming.h).
-    const bool streaming = t->nontemporal && t->bytes >= StreamingMinBytes();
+    const bool streaming = StreamsInto(*t);
     while (p.moved[s] < share) {
       // Reduce what has arrived, one unit at a time, as far as the gate allows.
       const size_t g = MessageOffset(p.moved[s], s, n);
