@@ -197,11 +197,16 @@ Status Communicator::Impl::IssueBlocking(const CollArgs& args) {
     GroupAdd(this, args);
     return Status::Ok();
   }
+  return RunBlocking({&args, 1});
+}
+
+Status Communicator::Impl::RunBlocking(std::span<const CollArgs> items) {
   {
     std::unique_lock<std::mutex> lock(q_mu_);
     if (finalized_ || !queue_.empty() || executing_) {
       lock.unlock();
-      return Submit(args).Wait();
+      if (items.size() == 1) return Submit(items.front()).Wait();
+      return Submit(std::vector<CollArgs>(items.begin(), items.end())).Wait();
     }
     // Nothing queued or running: run on the caller's thread, saving two
     // thread hand-offs (most of a small message's latency).
@@ -209,7 +214,7 @@ Status Communicator::Impl::IssueBlocking(const CollArgs& args) {
     ++issued_;
   }
   Status s = AsyncError();
-  if (s.ok()) s = Execute({&args, 1});
+  if (s.ok()) s = Execute(items);
   if (!s.ok()) Fail(s);
   std::unique_lock<std::mutex> lock(q_mu_);
   executing_ = false;

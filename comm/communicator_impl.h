@@ -72,6 +72,9 @@ class Communicator::Impl {
   // Validates, then runs on the calling thread when nothing is queued or
   // running (else queues and waits): the blocking forms.
   Status IssueBlocking(const CollArgs& args);
+  // Runs validated host `items` (one op, or a group's batch) on the calling
+  // thread when nothing is queued or running, else queues them and waits.
+  Status RunBlocking(std::span<const CollArgs> items);
   // Queue one collective, or a batch, now.
   Work Submit(const CollArgs& one);
   Work Submit(std::vector<CollArgs> items, std::shared_ptr<StagedOp> staged = nullptr);

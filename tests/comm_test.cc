@@ -76,6 +76,49 @@ TEST(Comm, GroupedSendRecvRingDoesNotDeadlock) {
   });
 }
 
+TEST(Comm, AGroupBehindQueuedWorkRunsInIssueOrder) {
+  // A one-communicator group runs on the caller's thread only when nothing
+  // is queued: here it must wait for the all-reduce issued before it.
+  RunRanks(2, [](Communicator& c) {
+    const int peer = 1 - c.rank();
+    const size_t count = 1 << 18;
+    std::vector<int32_t> acc(count, c.rank() + 1), in(count, -1);
+    Work w = c.AllReduceAsync(acc.data(), acc.data(), count, DataType::kInt32, RedOp::kSum);
+    ASSERT_TRUE(GroupStart().ok());
+    EXPECT_TRUE(c.Send(acc.data(), count, DataType::kInt32, peer).ok());
+    EXPECT_TRUE(c.Recv(in.data(), count, DataType::kInt32, peer).ok());
+    ASSERT_TRUE(GroupEnd().ok());
+    EXPECT_TRUE(w.Test());
+    EXPECT_EQ(in[0], 3);
+    EXPECT_EQ(in[count - 1], 3);
+  });
+}
+
+TEST(Comm, AGroupOverTwoCommunicatorsListedInEitherOrderCompletes) {
+  // Each communicator's batch progresses on its own: a rank that lists them
+  // in the other order than its peer must not wait for the peer's first.
+  RunRanks(2, [](Communicator& c) {
+    auto a = c.Split(0, c.rank());
+    auto b = c.Split(0, c.rank());
+    ASSERT_TRUE(a.ok() && b.ok());
+    const int peer = 1 - c.rank();
+    const size_t count = 1 << 20;  // larger than any FIFO: each needs its peer
+    std::vector<int32_t> out_a(count, 10 + c.rank()), out_b(count, 20 + c.rank());
+    std::vector<int32_t> in_a(count, -1), in_b(count, -1);
+    Communicator* order[2] = {a->get(), b->get()};
+    if (c.rank() == 1) std::swap(order[0], order[1]);
+    ASSERT_TRUE(GroupStart().ok());
+    for (Communicator* x : order) {
+      const bool is_a = x == a->get();
+      EXPECT_TRUE(x->Send((is_a ? out_a : out_b).data(), count, DataType::kInt32, peer).ok());
+      EXPECT_TRUE(x->Recv((is_a ? in_a : in_b).data(), count, DataType::kInt32, peer).ok());
+    }
+    ASSERT_TRUE(GroupEnd().ok());
+    EXPECT_EQ(in_a[count - 1], 10 + peer);
+    EXPECT_EQ(in_b[count - 1], 20 + peer);
+  });
+}
+
 TEST(Comm, MismatchedSendRecvCountsAreAnError) {
   RunRanks(2, [](Communicator& c) {
     std::vector<char> buf(100);
