@@ -274,6 +274,8 @@ Result<bool> TcpConnection::SendOn(int s) {
       }
       p.moved[s] += static_cast<size_t>(r);
       moved = true;
+      // A short send filled the socket buffer: the next would only fail.
+      if (static_cast<size_t>(r) < limit - g) return moved;
     }
   }
   return moved;
@@ -307,6 +309,8 @@ Result<bool> TcpConnection::RecvOn(int s) {
         }
         p.moved[s] += static_cast<size_t>(r);
         moved = true;
+        // A short read emptied the socket: the next would only fail.
+        if (static_cast<size_t>(r) < limit - g) return moved;
       }
       continue;
     }
@@ -315,6 +319,7 @@ Result<bool> TcpConnection::RecvOn(int s) {
     // As for shared memory: a final destination larger than the cache is
     // written around it (transports/streaming.h).
     const bool streaming = StreamsInto(*t);
+    bool emptied = false;  // a short read took all the socket had
     while (p.moved[s] < share) {
       // Reduce what has arrived, one unit at a time, as far as the gate allows.
       const size_t g = MessageOffset(p.moved[s], s, n);
@@ -342,7 +347,7 @@ Result<bool> TcpConnection::RecvOn(int s) {
       // holds part of one unit at its unit-relative position: head + fill
       // never passes U, and nothing is ever shifted.
       const size_t want = unit_end - g - sock.bounce_fill;
-      if (want == 0) return moved;  // gated with the whole unit staged
+      if (want == 0 || emptied) return moved;  // gated with the whole unit staged, or nothing there
       ssize_t r = ::recv(sock.fd, sock.bounce.data() + sock.bounce_head + sock.bounce_fill, want,
                          MSG_DONTWAIT);
       if (r == 0) return PeerError("receive", 0);
@@ -352,6 +357,7 @@ Result<bool> TcpConnection::RecvOn(int s) {
         return PeerError("receive", errno);
       }
       sock.bounce_fill += static_cast<size_t>(r);
+      emptied = static_cast<size_t>(r) < want;
       moved = true;
     }
   }
