@@ -577,6 +577,127 @@ TEST(TcpTransport, EachDirectionHasItsOwnSocket) {
   }
 }
 
+// Messages of up to kSmallLaneBytes travel both ways on the small lane's
+// socket, larger ones on their direction's bulk socket; a peer that is
+// ahead (its small message waiting while a bulk receive is in progress) is
+// fine, and a message on the other lane than its receive is a named
+// mismatch, not a hang.
+class TcpLanes : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int* pair : {bulk0, bulk1, small}) ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
+    lower = std::make_unique<TcpConnection>(1, true, "h1", "NET/Socket/lo",
+                                            std::vector<int>{bulk0[0], bulk1[0]}, small[0]);
+    higher = std::make_unique<TcpConnection>(0, false, "h0", "NET/Socket/lo",
+                                             std::vector<int>{bulk0[1], bulk1[1]}, small[1]);
+  }
+  static int Queued(int fd) {
+    int n = -1;
+    EXPECT_EQ(ioctl(fd, FIONREAD, &n), 0);
+    return n;
+  }
+  static Transfer Send(const std::vector<char>& b) {
+    Transfer t;
+    t.dir = Transfer::Dir::kSend;
+    t.src = b.data();
+    t.bytes = b.size();
+    return t;
+  }
+  static Transfer Recv(std::vector<char>& b) {
+    Transfer t;
+    t.dir = Transfer::Dir::kRecv;
+    t.dst = b.data();
+    t.bytes = b.size();
+    return t;
+  }
+  // Progresses both ends until both are idle; the first error, if any.
+  Status DriveBoth() {
+    for (int i = 0; i < 100000 && !(lower->idle() && higher->idle()); ++i) {
+      for (TcpConnection* c : {lower.get(), higher.get()}) {
+        auto r = c->Progress();
+        if (!r.ok()) return r.status();
+      }
+    }
+    return lower->idle() && higher->idle() ? Status::Ok() : InternalError("not idle");
+  }
+  int bulk0[2], bulk1[2], small[2];  // closed by the connections
+  std::unique_ptr<TcpConnection> lower, higher;
+};
+
+TEST_F(TcpLanes, SmallMessagesShareOneSocketBothWays) {
+  const size_t small_bytes = TcpConnection::kSmallLaneBytes;
+  std::vector<char> a(small_bytes, 'a'), b(small_bytes, 'b');
+  std::vector<char> a_in(small_bytes), b_in(small_bytes);
+  Transfer sa = Send(a), sb = Send(b);
+  lower->PostSend(&sa);
+  higher->PostSend(&sb);
+  for (int i = 0; i < 100 && !(lower->idle() && higher->idle()); ++i) {
+    ASSERT_TRUE(lower->Progress().ok());
+    ASSERT_TRUE(higher->Progress().ok());
+  }
+  // Both directions' messages wait on the one small-lane socket pair.
+  EXPECT_GT(Queued(small[0]), 0);
+  EXPECT_GT(Queued(small[1]), 0);
+  for (int fd : {bulk0[0], bulk0[1], bulk1[0], bulk1[1]}) EXPECT_EQ(Queued(fd), 0);
+  Transfer ra = Recv(a_in), rb = Recv(b_in);
+  higher->PostRecv(&ra);
+  lower->PostRecv(&rb);
+  ASSERT_TRUE(DriveBoth().ok());
+  EXPECT_EQ(a_in, a);
+  EXPECT_EQ(b_in, b);
+}
+
+TEST_F(TcpLanes, ALargerMessageTakesItsDirectionsBulkSocket) {
+  std::vector<char> big(TcpConnection::kSmallLaneBytes + 1, 'x');
+  Transfer t = Send(big);
+  lower->PostSend(&t);
+  for (int i = 0; i < 100 && !lower->idle(); ++i) ASSERT_TRUE(lower->Progress().ok());
+  EXPECT_GT(Queued(bulk0[1]), 0);
+  EXPECT_EQ(Queued(small[1]), 0);
+  EXPECT_EQ(Queued(bulk1[1]), 0);
+}
+
+TEST_F(TcpLanes, APeerAheadOnTheSmallLaneIsNoMismatch) {
+  // The sender's second message (small) overtakes its first (bulk, larger
+  // than the socket buffers) while the receiver has posted only the first.
+  std::vector<char> big(4 << 20), tiny(8, 't'), big_in(big.size()), tiny_in(8);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 13);
+  Transfer s1 = Send(big), s2 = Send(tiny), r1 = Recv(big_in), r2 = Recv(tiny_in);
+  lower->PostSend(&s1);
+  lower->PostSend(&s2);
+  higher->PostRecv(&r1);
+  for (int i = 0; i < 100000 && !higher->idle(); ++i) {
+    ASSERT_TRUE(lower->Progress().ok());
+    auto r = higher->Progress();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  ASSERT_TRUE(higher->idle());
+  higher->PostRecv(&r2);
+  ASSERT_TRUE(DriveBoth().ok());
+  EXPECT_EQ(big_in, big);
+  EXPECT_EQ(tiny_in, tiny);
+}
+
+TEST_F(TcpLanes, AMessageOnTheOtherLaneIsANamedMismatch) {
+  for (const bool sender_small : {true, false}) {
+    SCOPED_TRACE(sender_small ? "small sent, large expected" : "large sent, small expected");
+    SetUp();
+    std::vector<char> small_buf(100, 's'), large_buf(100 << 10, 'l');
+    Transfer s = Send(sender_small ? small_buf : large_buf);
+    Transfer r = Recv(sender_small ? large_buf : small_buf);
+    lower->PostSend(&s);
+    higher->PostRecv(&r);
+    Status st;
+    for (int i = 0; i < 100000 && st.ok(); ++i) {
+      (void)lower->Progress();
+      auto p = higher->Progress();
+      if (!p.ok()) st = p.status();
+    }
+    EXPECT_EQ(st.code(), Code::kInvalidUsage) << st.ToString();
+    EXPECT_NE(st.message().find("mismatched operations"), std::string::npos) << st.message();
+  }
+}
+
 // A connection on loopback is recognised as staying on the host; a socket
 // that is not TCP/IP, or not connected, is not.
 TEST(TcpTransport, LoopbackStaysOnHost) {

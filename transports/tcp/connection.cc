@@ -1,8 +1,9 @@
-// TcpConnection: one set of sockets per direction; the header on the
-// direction's first socket, payload striped over its sockets in
-// kStripeBytes units; each socket walks the posted transfers in order, so
-// its byte stream matches the peer's. Receives that reduce go through a
-// per-socket bounce buffer.
+// TcpConnection: a bulk lane with one set of sockets per direction (the
+// header on the direction's first socket, payload striped over its sockets
+// in kStripeBytes units) and a small lane of one socket both ways; each
+// socket walks its lane's posted transfers in order, so its byte stream
+// matches the peer's. Receives that reduce go through a per-socket bounce
+// buffer.
 #include "transports/tcp/connection.h"
 
 #include <fcntl.h>
@@ -82,16 +83,23 @@ size_t TcpConnection::MessageOffset(size_t local, int s, int n) {
 }
 
 TcpConnection::TcpConnection(int peer, bool lower, std::string peer_host, std::string via,
-                             std::vector<int> fds)
+                             std::vector<int> fds, int small_fd)
     : peer_(peer), peer_host_(std::move(peer_host)), via_(std::move(via)) {
   const int n = static_cast<int>(fds.size()), half = n / 2;
+  Lane& bulk = lanes_.emplace_back();
   for (int i = 0; i < n; ++i) {
     if (n == 1) {
-      send_socks_.push_back(i);
-      recv_socks_.push_back(i);
+      bulk.send_socks.push_back(i);
+      bulk.recv_socks.push_back(i);
     } else {
-      ((i < half) == lower ? send_socks_ : recv_socks_).push_back(i);
+      ((i < half) == lower ? bulk.send_socks : bulk.recv_socks).push_back(i);
     }
+  }
+  if (small_fd >= 0) {
+    Lane& small = lanes_.emplace_back();
+    small.send_socks.push_back(n);
+    small.recv_socks.push_back(n);
+    fds.push_back(small_fd);
   }
   for (int fd : fds) {
     int flags = fcntl(fd, F_GETFL, 0);
@@ -111,12 +119,21 @@ TcpConnection::~TcpConnection() {
 
 void TcpConnection::PostSend(Transfer* t) {
   t->seq = send_seq_++;
-  sends_.push_back(Posted{t, std::vector<size_t>(send_socks_.size(), 0)});
+  Lane& l = LaneFor(t->bytes);
+  l.sends.push_back(Posted{t, std::vector<size_t>(l.send_socks.size(), 0)});
 }
 
 void TcpConnection::PostRecv(Transfer* t) {
   t->seq = recv_seq_++;
-  recvs_.push_back(Posted{t, std::vector<size_t>(recv_socks_.size(), 0)});
+  Lane& l = LaneFor(t->bytes);
+  l.recvs.push_back(Posted{t, std::vector<size_t>(l.recv_socks.size(), 0)});
+}
+
+bool TcpConnection::idle() const {
+  for (const Lane& l : lanes_) {
+    if (!l.sends.empty() || !l.recvs.empty()) return false;
+  }
+  return true;
 }
 
 std::string TcpConnection::Describe() const {
@@ -139,26 +156,28 @@ bool TcpConnection::Pending(const Posted& p, int s, int n) {
 // A socket that carries both directions (a single one) gets two entries,
 // one per direction; poll accepts the same descriptor twice.
 void TcpConnection::AppendPollFds(std::vector<pollfd>* fds) const {
-  for (int s = 0; s < nrecv(); ++s) {
-    for (const Posted& p : recvs_) {
-      if ((s == 0 && !p.t->header_done) || Pending(p, s, nrecv())) {
-        fds->push_back(pollfd{socks_[recv_socks_[s]].fd, POLLIN, 0});
-        break;
+  for (const Lane& l : lanes_) {
+    for (int s = 0; s < l.nrecv(); ++s) {
+      for (const Posted& p : l.recvs) {
+        if ((s == 0 && !p.t->header_done) || Pending(p, s, l.nrecv())) {
+          fds->push_back(pollfd{socks_[l.recv_socks[s]].fd, POLLIN, 0});
+          break;
+        }
       }
     }
-  }
-  for (int s = 0; s < nsend(); ++s) {
-    for (const Posted& p : sends_) {
-      if (s == 0 && !p.t->header_done) {
-        fds->push_back(pollfd{socks_[send_socks_[s]].fd, POLLOUT, 0});
+    for (int s = 0; s < l.nsend(); ++s) {
+      for (const Posted& p : l.sends) {
+        if (s == 0 && !p.t->header_done) {
+          fds->push_back(pollfd{socks_[l.send_socks[s]].fd, POLLOUT, 0});
+          break;
+        }
+        if (!Pending(p, s, l.nsend())) continue;
+        // A send waiting on its gate waits for local progress, not the socket.
+        if (MessageOffset(p.moved[s], s, l.nsend()) < p.t->Allowed()) {
+          fds->push_back(pollfd{socks_[l.send_socks[s]].fd, POLLOUT, 0});
+        }
         break;
       }
-      if (!Pending(p, s, nsend())) continue;
-      // A send waiting on its gate waits for local progress, not the socket.
-      if (MessageOffset(p.moved[s], s, nsend()) < p.t->Allowed()) {
-        fds->push_back(pollfd{socks_[send_socks_[s]].fd, POLLOUT, 0});
-      }
-      break;
     }
   }
 }
@@ -166,32 +185,32 @@ void TcpConnection::AppendPollFds(std::vector<pollfd>* fds) const {
 // The header goes out in one sendmsg with the start of socket 0's first
 // unit (as far as the gate allows), so a small message is one segment and
 // one system call, not two.
-Result<bool> TcpConnection::SendHeader(Posted& p) {
+Result<bool> TcpConnection::SendHeader(Lane& l, Posted& p) {
   Transfer* t = p.t;
-  if (send_hdr_off_ == 0) {
-    send_hdr_ = MessageHeader{t->bytes, t->seq, static_cast<uint8_t>(t->kind), kHeaderMagic, 0};
+  if (l.send_hdr_off == 0) {
+    l.send_hdr = MessageHeader{t->bytes, t->seq, static_cast<uint8_t>(t->kind), kHeaderMagic, 0};
   }
-  const size_t payload = std::min(UnitEnd(0, t->bytes, nsend()), t->Allowed());
+  const size_t payload = std::min(UnitEnd(0, t->bytes, l.nsend()), t->Allowed());
   bool moved = false;
-  while (send_hdr_off_ < sizeof(MessageHeader)) {
-    iovec iov[2] = {{reinterpret_cast<char*>(&send_hdr_) + send_hdr_off_,
-                     sizeof(MessageHeader) - send_hdr_off_},
+  while (l.send_hdr_off < sizeof(MessageHeader)) {
+    iovec iov[2] = {{reinterpret_cast<char*>(&l.send_hdr) + l.send_hdr_off,
+                     sizeof(MessageHeader) - l.send_hdr_off},
                     {const_cast<void*>(t->src), payload}};
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = payload > 0 ? 2 : 1;
-    ssize_t n = ::sendmsg(socks_[send_socks_[0]].fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = ::sendmsg(socks_[l.send_socks[0]].fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (WouldBlock(errno)) return moved;
       if (errno == EINTR) continue;
       return PeerError("send", errno);
     }
     const size_t to_header = std::min(static_cast<size_t>(n), iov[0].iov_len);
-    send_hdr_off_ += to_header;
+    l.send_hdr_off += to_header;
     p.moved[0] += static_cast<size_t>(n) - to_header;
     moved = true;
   }
-  send_hdr_off_ = 0;
+  l.send_hdr_off = 0;
   t->header_done = true;
   return moved;
 }
@@ -199,9 +218,9 @@ Result<bool> TcpConnection::SendHeader(Posted& p) {
 // The header is read together with whatever follows it of socket 0's first
 // unit, into the destination (or the bounce buffer when reducing) as far as
 // the gate allows; the bytes count only once the header has been checked.
-Result<bool> TcpConnection::RecvHeader(Posted& p) {
+Result<bool> TcpConnection::RecvHeader(Lane& l, Posted& p) {
   Transfer* t = p.t;
-  Socket& sock = socks_[recv_socks_[0]];
+  Socket& sock = socks_[l.recv_socks[0]];
   const size_t room = std::min({t->bytes, U, t->Allowed()});
   char* into = nullptr;
   if (t->reduce_with == nullptr) {
@@ -212,9 +231,9 @@ Result<bool> TcpConnection::RecvHeader(Posted& p) {
   }
   bool moved = false;
   size_t extra = 0;
-  while (recv_hdr_off_ < sizeof(MessageHeader)) {
-    iovec iov[2] = {{reinterpret_cast<char*>(&recv_hdr_) + recv_hdr_off_,
-                     sizeof(MessageHeader) - recv_hdr_off_},
+  while (l.recv_hdr_off < sizeof(MessageHeader)) {
+    iovec iov[2] = {{reinterpret_cast<char*>(&l.recv_hdr) + l.recv_hdr_off,
+                     sizeof(MessageHeader) - l.recv_hdr_off},
                     {into + extra, room - extra}};
     msghdr msg{};
     msg.msg_iov = iov;
@@ -227,16 +246,16 @@ Result<bool> TcpConnection::RecvHeader(Posted& p) {
       return PeerError("receive", errno);
     }
     const size_t to_header = std::min(static_cast<size_t>(n), iov[0].iov_len);
-    recv_hdr_off_ += to_header;
+    l.recv_hdr_off += to_header;
     extra += static_cast<size_t>(n) - to_header;
     moved = true;
   }
-  if (recv_hdr_off_ < sizeof(MessageHeader)) {
+  if (l.recv_hdr_off < sizeof(MessageHeader)) {
     // Payload bytes arrive only after the whole header, so none were read.
     return moved;
   }
-  recv_hdr_off_ = 0;
-  LOOM_TRY(CheckHeader(recv_hdr_, *t, *this));
+  l.recv_hdr_off = 0;
+  LOOM_TRY(CheckHeader(l.recv_hdr, *t, *this));
   t->header_done = true;
   if (t->reduce_with == nullptr) {
     p.moved[0] += extra;
@@ -248,14 +267,14 @@ Result<bool> TcpConnection::RecvHeader(Posted& p) {
 
 // Socket s moves its share of each posted send in order; it stops at the
 // first transfer it cannot finish (socket full, or gated).
-Result<bool> TcpConnection::SendOn(int s) {
+Result<bool> TcpConnection::SendOn(Lane& l, int s) {
   bool moved = false;
-  const int n = nsend();
-  const int fd = socks_[send_socks_[s]].fd;
-  for (Posted& p : sends_) {
+  const int n = l.nsend();
+  const int fd = socks_[l.send_socks[s]].fd;
+  for (Posted& p : l.sends) {
     Transfer* t = p.t;
     if (s == 0 && !t->header_done) {
-      LOOM_ASSIGN_OR_RETURN(bool m, SendHeader(p));
+      LOOM_ASSIGN_OR_RETURN(bool m, SendHeader(l, p));
       moved |= m;
       if (!t->header_done) return moved;
     }
@@ -281,16 +300,16 @@ Result<bool> TcpConnection::SendOn(int s) {
   return moved;
 }
 
-Result<bool> TcpConnection::RecvOn(int s) {
+Result<bool> TcpConnection::RecvOn(Lane& l, int s) {
   bool moved = false;
-  const int n = nrecv();
-  Socket& sock = socks_[recv_socks_[s]];
-  for (Posted& p : recvs_) {
+  const int n = l.nrecv();
+  Socket& sock = socks_[l.recv_socks[s]];
+  for (Posted& p : l.recvs) {
     Transfer* t = p.t;
     if (!t->header_done) {
       // Payload is placed only after socket 0 has checked the header.
       if (s != 0) return moved;
-      LOOM_ASSIGN_OR_RETURN(bool m, RecvHeader(p));
+      LOOM_ASSIGN_OR_RETURN(bool m, RecvHeader(l, p));
       moved |= m;
       if (!t->header_done) return moved;
     }
@@ -379,24 +398,48 @@ void TcpConnection::Settle(std::deque<Posted>* q, int n) {
 
 // Sends first: a receive that finds nothing yet would delay this rank's
 // message, which the peer may be waiting for, by a system call.
-Result<bool> TcpConnection::Progress() {
+Result<bool> TcpConnection::ProgressLane(Lane& l) {
   bool sent = false;
-  for (int s = 0; s < nsend(); ++s) {
-    if (!sends_.empty()) {
-      LOOM_ASSIGN_OR_RETURN(bool m, SendOn(s));
-      sent |= m;
-    }
+  for (int s = 0; s < l.nsend() && !l.sends.empty(); ++s) {
+    LOOM_ASSIGN_OR_RETURN(bool m, SendOn(l, s));
+    sent |= m;
   }
-  if (sent) Settle(&sends_, nsend());
+  if (sent) Settle(&l.sends, l.nsend());
   bool moved = false;
-  for (int s = 0; s < nrecv(); ++s) {
-    if (!recvs_.empty()) {
-      LOOM_ASSIGN_OR_RETURN(bool r, RecvOn(s));
-      moved |= r;
+  for (int s = 0; s < l.nrecv() && !l.recvs.empty(); ++s) {
+    LOOM_ASSIGN_OR_RETURN(bool r, RecvOn(l, s));
+    moved |= r;
+  }
+  if (moved) Settle(&l.recvs, l.nrecv());
+  return moved || sent;
+}
+
+// The small lane first: its messages are the ones whose latency shows.
+Result<bool> TcpConnection::Progress() {
+  bool moved = false;
+  for (size_t i = lanes_.size(); i-- > 0;) {
+    LOOM_ASSIGN_OR_RETURN(bool m, ProgressLane(lanes_[i]));
+    moved |= m;
+  }
+  if (!moved && lanes_.size() > 1) LOOM_TRY(CheckStrays());
+  return moved;
+}
+
+// Only on passes that moved nothing: a peer that is ahead leaves its next
+// operation's messages waiting too, with later sequence numbers.
+Status TcpConnection::CheckStrays() {
+  for (Lane& l : lanes_) {
+    if (!l.recvs.empty()) continue;
+    MessageHeader h{};
+    const ssize_t r = ::recv(socks_[l.recv_socks[0]].fd, &h, sizeof(h), MSG_PEEK | MSG_DONTWAIT);
+    if (r < static_cast<ssize_t>(sizeof(h))) continue;  // nothing (or not all of it) yet
+    for (Lane& other : lanes_) {
+      if (&other == &l || other.recvs.empty()) continue;
+      const Posted& p = other.recvs.front();
+      if (!p.t->header_done && p.t->seq == h.seq) return CheckHeader(h, *p.t, *this);
     }
   }
-  if (moved) Settle(&recvs_, nrecv());
-  return moved || sent;
+  return Status::Ok();
 }
 
 }  // namespace loom

@@ -1,12 +1,19 @@
-// TcpConnection: non-blocking TCP sockets to a peer, one set for each
-// direction, as NCCL's network connections are one-way. On loopback a
-// socket carrying both directions fell into a slow mode far more often
-// (perf/tcp_exchange_bench), and the 2-rank all-reduce and all-gather of
-// 2-16 MiB were 1.23-1.33x faster with a socket per direction (medians of
-// 8, docs/PERFORMANCE.md). With several sockets per direction
-// (NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD), a message is cut into
-// kStripeBytes units dealt round-robin over its direction's sockets; the
-// first of them also carries every header.
+// TcpConnection: non-blocking TCP sockets to a peer in two lanes. The bulk
+// lane has one set of sockets for each direction, as NCCL's network
+// connections are one-way: on loopback a socket carrying both directions
+// fell into a slow mode far more often (perf/tcp_exchange_bench), and the
+// 2-rank all-reduce and all-gather of 2-16 MiB were 1.23-1.33x faster with a
+// socket per direction (medians of 8, docs/PERFORMANCE.md). With several
+// sockets per direction (NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD), a
+// message is cut into kStripeBytes units dealt round-robin over its
+// direction's sockets; the first of them also carries every header. The
+// small lane, when given, is one socket carrying messages of up to
+// kSmallLaneBytes both ways: a reply then carries the acknowledgement of
+// what it answers, and an 8-byte exchange on loopback took 7.6-8.0 us
+// against 9.9 over the one-way sockets. Both ends choose a message's lane by
+// its size; the sequence numbers are the connection's, so a message that
+// arrives on the other lane than its receive was posted on is named as a
+// mismatch rather than waited for.
 #pragma once
 
 #include <deque>
@@ -20,19 +27,22 @@ namespace loom {
 class TcpConnection final : public Connection {
  public:
   static constexpr size_t kStripeBytes = 256 << 10;
+  static constexpr size_t kSmallLaneBytes = 16 << 10;
 
   // Takes ownership of the connected `fds` (socket i of the peer pair is
-  // fds[i] on both sides). With two or more, the first half carries the
-  // lower rank's messages to the higher rank and the rest the other way
-  // (`lower`: this end is the lower rank); a single socket carries both.
+  // fds[i] on both sides), the bulk lane. With two or more, the first half
+  // carries the lower rank's messages to the higher rank and the rest the
+  // other way (`lower`: this end is the lower rank); a single socket carries
+  // both. `small_fd`, when not -1, is the small lane's socket (owned too).
   // `via` names the local interface, as NCCL prints it ("NET/Socket/eth0").
-  TcpConnection(int peer, bool lower, std::string peer_host, std::string via, std::vector<int> fds);
+  TcpConnection(int peer, bool lower, std::string peer_host, std::string via, std::vector<int> fds,
+                int small_fd = -1);
   ~TcpConnection() override;
 
   void PostSend(Transfer* t) override;
   void PostRecv(Transfer* t) override;
   Result<bool> Progress() override;
-  bool idle() const override { return sends_.empty() && recvs_.empty(); }
+  bool idle() const override;
   void AppendPollFds(std::vector<pollfd>* fds) const override;
   std::string Describe() const override;
 
@@ -58,29 +68,43 @@ class TcpConnection final : public Connection {
     size_t bounce_head = 0;
     size_t bounce_fill = 0;
   };
+  // One lane: its sockets per direction (indices into socks_; the same one
+  // for both when a single socket carries both), the transfers posted on it
+  // in order, and the headers half sent or half received.
+  struct Lane {
+    std::vector<int> send_socks, recv_socks;
+    std::deque<Posted> sends, recvs;
+    MessageHeader send_hdr{}, recv_hdr{};
+    size_t send_hdr_off = 0, recv_hdr_off = 0;
+    int nsend() const { return static_cast<int>(send_socks.size()); }
+    int nrecv() const { return static_cast<int>(recv_socks.size()); }
+  };
 
-  // s: the socket's index among its direction's (socks_[send_socks_[s]]).
-  Result<bool> SendOn(int s);
-  Result<bool> RecvOn(int s);
-  Result<bool> SendHeader(Posted& p);
-  Result<bool> RecvHeader(Posted& p);
+  Lane& LaneFor(size_t bytes) {
+    return lanes_.size() > 1 && bytes <= kSmallLaneBytes ? lanes_[1] : lanes_[0];
+  }
+  // s: the socket's index among its lane's direction's (socks_[l.send_socks[s]]).
+  Result<bool> SendOn(Lane& l, int s);
+  Result<bool> RecvOn(Lane& l, int s);
+  Result<bool> SendHeader(Lane& l, Posted& p);
+  Result<bool> RecvHeader(Lane& l, Posted& p);
+  Result<bool> ProgressLane(Lane& l);
+  // A message waiting on a lane where no receive is posted while a receive
+  // with its sequence number waits on another: the two ends disagree on its
+  // size. Returns that mismatch, else OK.
+  Status CheckStrays();
   // Updates t->done (the completed prefix) and pops finished transfers.
-  void Settle(std::deque<Posted>* q, int n);
+  static void Settle(std::deque<Posted>* q, int n);
   // Whether socket s (of n in the transfer's direction) has bytes of p left.
   static bool Pending(const Posted& p, int s, int n);
   Status PeerError(const char* what, int err) const;
-  int nsend() const { return static_cast<int>(send_socks_.size()); }
-  int nrecv() const { return static_cast<int>(recv_socks_.size()); }
 
   int peer_;
   std::string peer_host_;
   std::string via_;
   std::vector<Socket> socks_;
-  std::vector<int> send_socks_, recv_socks_;  // indices into socks_, per direction
-  std::deque<Posted> sends_, recvs_;
+  std::vector<Lane> lanes_;  // [0] bulk, [1] small (if any)
   uint32_t send_seq_ = 0, recv_seq_ = 0;
-  MessageHeader send_hdr_{}, recv_hdr_{};
-  size_t send_hdr_off_ = 0, recv_hdr_off_ = 0;
 };
 
 }  // namespace loom

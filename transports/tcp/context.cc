@@ -19,6 +19,12 @@ namespace {
 
 constexpr uint64_t kHelloMagic = 0x6c6f6f6d74637031ull;  // "loomtcp1"
 
+// Sockets to one peer: nsocks each way (the bulk lane), then one carrying
+// small messages both ways (TcpConnection).
+int SocketsPerPeer(int nsocks) {
+  return 2 * nsocks + 1;
+}
+
 struct Hello {
   uint64_t magic;
   uint64_t tag;
@@ -123,8 +129,8 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpContext::Connect(
   std::map<int, std::vector<int>> fd_of;  // peer -> connected fds by index (-1 = not yet)
   int wanted = 0;
   for (int p : peers) {
-    fd_of[p].assign(2 * plan[p].nsocks, -1);  // nsocks each way (TcpConnection)
-    wanted += 2 * plan[p].nsocks;
+    fd_of[p].assign(SocketsPerPeer(plan[p].nsocks), -1);
+    wanted += SocketsPerPeer(plan[p].nsocks);
   }
   int connected = 0;
   int expected_accepts = 0;
@@ -137,10 +143,10 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpContext::Connect(
   for (int p : peers) {
     const Plan& pl = plan[p];
     if (p > rank) {
-      expected_accepts += 2 * pl.nsocks;
+      expected_accepts += SocketsPerPeer(pl.nsocks);
       continue;
     }
-    for (int index = 0; index < 2 * pl.nsocks; ++index) {
+    for (int index = 0; index < SocketsPerPeer(pl.nsocks); ++index) {
       const auto [lo, hi] = pl.pairs[index % pl.pairs.size()];
       auto ep = ParseEndpoint(pl.theirs[lo].endpoint);
       if (!ep.ok()) return ep.status();
@@ -258,10 +264,16 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpContext::Connect(
   std::vector<std::unique_ptr<Connection>> conns;
   for (int p : peers) {
     const Plan& pl = plan[p];
+    std::vector<int> fds = std::move(fd_of[p]);
+    const int small_fd = fds.back();  // the last: the small lane (TcpConnection)
+    fds.pop_back();
     conns.push_back(std::make_unique<TcpConnection>(p, rank < p, hosts[p], "NET/Socket/" + pl.via,
-                                                    std::move(fd_of[p])));
-    LOOM_INFO(log::kInit | log::kNet, "rank %d -> rank %d via NET/Socket/%s (%d socket%s each way)",
-              rank, p, pl.via.c_str(), pl.nsocks, pl.nsocks > 1 ? "s" : "");
+                                                    std::move(fds), small_fd));
+    LOOM_INFO(log::kInit | log::kNet,
+              "rank %d -> rank %d via NET/Socket/%s (%d socket%s each way, 1 both ways for "
+              "messages up to %zu bytes)",
+              rank, p, pl.via.c_str(), pl.nsocks, pl.nsocks > 1 ? "s" : "",
+              TcpConnection::kSmallLaneBytes);
   }
   return conns;
 }
