@@ -207,7 +207,7 @@ Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
     return s.WithContext(std::string(OpKindName(a.kind)) + " on device buffers (CUDA IPC) on rank " +
                          std::to_string(rank) + " (" + host + ")");
   }
-  // Tiny collectives of a one-host communicator: one cache line per rank
+  // Tiny collectives of a one-host communicator: one slot per rank
   // (unless NCCL_ALGO or LOOM_TUNE asks for particular algorithms).
   if (engine_->small_collectives() && algo_filter_.empty() && tune_.empty() &&
       FitsSmallSlots(a, size)) {

@@ -150,6 +150,7 @@ TEST(Comm, MismatchedCollectivesAreNamedNotTimedOut) {
       {"small counts", kAllReduce, kAllReduce, 2, 4},
       {"small vs large", kAllReduce, kAllReduce, 2, 4096},
       {"large vs small", kAllReduce, kAllReduce, 4096, 2},
+      {"a full slot vs one element more", kAllReduce, kAllReduce, 256, 257},
       {"small kinds", kBroadcast, kAllReduce, 2, 2},
   };
   for (const Case& k : cases) {
@@ -179,44 +180,48 @@ TEST(Comm, MismatchedCollectivesAreNamedNotTimedOut) {
 
 TEST(Comm, SmallCollectivesMatchTheMessagePath) {
   // Every collective that fits the shared-memory slots, on 3 ranks, against
-  // the same call with LOOM_SHM_SMALL off (messages): identical bits.
-  for (DataType type : {DataType::kFloat32, DataType::kInt64, DataType::kFloat16}) {
-    std::vector<std::vector<char>> results[2];
-    for (int small = 1; small >= 0; --small) {
-      setenv("LOOM_SHM_SMALL", small ? "1" : "0", 1);
-      std::vector<std::vector<char>>& got = results[small];
-      got.assign(3 * 6, {});
-      RunRanks(3, [&](Communicator& c) {
-        const int r = c.rank(), n = c.size();
-        const size_t es = SizeOf(type), count = 16 / es;
-        std::vector<char> in(n * count * es), out(n * count * es);
-        loom::testing::FillInput(in.data(), n * count, type, r, 0, RedOp::kSum);
-        auto keep = [&](int i, size_t bytes) {
-          got[r * 6 + i].assign(out.begin(), out.begin() + static_cast<long>(bytes));
-          std::fill(out.begin(), out.end(), 0);
-        };
-        ASSERT_TRUE(c.AllReduce(in.data(), out.data(), count, type, RedOp::kSum).ok());
-        keep(0, count * es);
-        ASSERT_TRUE(c.Reduce(in.data(), out.data(), count, type, RedOp::kMax, 1).ok());
-        keep(1, r == 1 ? count * es : 0);
-        ASSERT_TRUE(c.Broadcast(in.data(), out.data(), count, type, 2).ok());
-        keep(2, count * es);
-        ASSERT_TRUE(c.AllGather(in.data(), out.data(), count, type).ok());
-        keep(3, n * count * es);
-        const size_t rs = 8 / es;  // 3 x 8 bytes of input fit one slot
-        ASSERT_TRUE(c.ReduceScatter(in.data(), out.data(), rs, type, RedOp::kSum).ok());
-        keep(4, rs * es);
-        std::copy(in.begin(), in.end(), out.begin());  // in place
-        ASSERT_TRUE(c.AllReduce(out.data(), out.data(), count, type, RedOp::kAvg).ok());
-        keep(5, count * es);
-        ASSERT_TRUE(c.Barrier().ok());
-      });
+  // the same call with LOOM_SHM_SMALL off (messages): identical bits. 16
+  // bytes share the slot's first cache line; 1 KiB (kSmallSlotBytes) fills it.
+  for (const size_t slot_bytes : {size_t{16}, size_t{1024}})
+    for (DataType type : {DataType::kFloat32, DataType::kInt64, DataType::kFloat16}) {
+      SCOPED_TRACE(std::to_string(slot_bytes) + " bytes");
+      std::vector<std::vector<char>> results[2];
+      for (int small = 1; small >= 0; --small) {
+        setenv("LOOM_SHM_SMALL", small ? "1" : "0", 1);
+        std::vector<std::vector<char>>& got = results[small];
+        got.assign(3 * 6, {});
+        RunRanks(3, [&](Communicator& c) {
+          const int r = c.rank(), n = c.size();
+          const size_t es = SizeOf(type), count = slot_bytes / es;
+          std::vector<char> in(n * count * es), out(n * count * es);
+          loom::testing::FillInput(in.data(), n * count, type, r, 0, RedOp::kSum);
+          auto keep = [&](int i, size_t bytes) {
+            got[r * 6 + i].assign(out.begin(), out.begin() + static_cast<long>(bytes));
+            std::fill(out.begin(), out.end(), 0);
+          };
+          ASSERT_TRUE(c.AllReduce(in.data(), out.data(), count, type, RedOp::kSum).ok());
+          keep(0, count * es);
+          ASSERT_TRUE(c.Reduce(in.data(), out.data(), count, type, RedOp::kMax, 1).ok());
+          keep(1, r == 1 ? count * es : 0);
+          ASSERT_TRUE(c.Broadcast(in.data(), out.data(), count, type, 2).ok());
+          keep(2, count * es);
+          ASSERT_TRUE(c.AllGather(in.data(), out.data(), count, type).ok());
+          keep(3, n * count * es);
+          // 3 x the block is the input, and fits one slot.
+          const size_t rs = (slot_bytes == 16 ? 8 : slot_bytes / 3 / 8 * 8) / es;
+          ASSERT_TRUE(c.ReduceScatter(in.data(), out.data(), rs, type, RedOp::kSum).ok());
+          keep(4, rs * es);
+          std::copy(in.begin(), in.end(), out.begin());  // in place
+          ASSERT_TRUE(c.AllReduce(out.data(), out.data(), count, type, RedOp::kAvg).ok());
+          keep(5, count * es);
+          ASSERT_TRUE(c.Barrier().ok());
+        });
+      }
+      unsetenv("LOOM_SHM_SMALL");
+      for (size_t i = 0; i < results[0].size(); ++i) {
+        EXPECT_EQ(results[1][i], results[0][i]) << "rank " << i / 6 << " call " << i % 6;
+      }
     }
-    unsetenv("LOOM_SHM_SMALL");
-    for (size_t i = 0; i < results[0].size(); ++i) {
-      EXPECT_EQ(results[1][i], results[0][i]) << "rank " << i / 6 << " call " << i % 6;
-    }
-  }
 }
 
 TEST(Comm, SplitFormsOrderedSubCommunicators) {

@@ -49,7 +49,7 @@ class Scratch {
 };
 
 // Small collectives on one-host communicators (Engine::small_collectives):
-// every rank publishes its whole input in one cache line of shared memory
+// every rank publishes its whole input in a slot of shared memory
 // and reads everyone else's, then reduces or copies locally in rank order
 // (all ranks get identical bits). Fits when each rank's input is at most
 // kSmallSlotBytes: AllReduce, Reduce, Broadcast, AllGather (per rank),

@@ -220,8 +220,8 @@ const StringParam kShmReadPrice("SHM_READ_PRICE", "", false,
     "GBS[,US]: price single-copy reads at GBS GB/s plus US us per read (default 20) in the cost "
     "model instead of timing them at setup; empty = time them");
 const BoolParam kShmSmall("SHM_SMALL", "1", false,
-    "One-host communicators run collectives of at most 48 bytes per rank through a cache line "
-    "per rank in shared memory instead of messages; 0 = always messages");
+    "One-host communicators run collectives of at most 1 KiB per rank through a slot per rank "
+    "in shared memory instead of messages; 0 = always messages");
 // 1 MiB, not NCCL's 4 MiB: a FIFO that stays in the receiving core's L2
 // moved 2 MiB-128 MiB collectives 1.4-2x faster on the development VM
 // (docs/PERFORMANCE.md, "The shared-memory FIFO's size").
