@@ -270,11 +270,12 @@ std::vector<Finding> CheckLimits(const std::vector<HostFacts>& hosts) {
       out.push_back(Warn(Check::kLimits, f.label, "memlock limit " + Bytes(l.memlock_bytes) + " with RDMA NICs present",
                          "ulimit -l unlimited"));
     }
-    // Sockets: NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD per peer and direction (so twice
-    // that per peer host), plus bootstrap and slack.
+    // Sockets: NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD per peer and direction, and one
+    // for small messages both ways (so twice that plus one per peer host), plus bootstrap and
+    // slack.
     const int64_t per_peer = std::max(1, std::atoi(f.Param("SOCKET_NTHREADS").c_str())) *
                              std::max(1, std::atoi(f.Param("NSOCKS_PERTHREAD").c_str()));
-    const int64_t need = 64 + 2 * per_peer * static_cast<int64_t>(hosts.size());
+    const int64_t need = 64 + (2 * per_peer + 1) * static_cast<int64_t>(hosts.size());
     if (l.nofile >= 0 && l.nofile < need) {
       out.push_back(Fail(Check::kLimits, f.label,
                          "open files limit " + std::to_string(l.nofile) + " is below the ~" + std::to_string(need) +
