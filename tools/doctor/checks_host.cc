@@ -191,7 +191,9 @@ std::vector<Finding> CheckBandwidth(const std::vector<HostFacts>& hosts, const C
   for (const Measured& m : all) nics.insert(end(m, true)), nics.insert(end(m, false));
   std::set<const Measured*> named;
   for (const auto& [h, ifname] : nics) {
-    const bool several = std::count_if(nics.begin(), nics.end(), [&](const auto& n) { return n.first == h; }) > 1;
+    const HostFacts* host = h;  // a lambda cannot capture a structured binding before clang 16
+    const bool several =
+        std::count_if(nics.begin(), nics.end(), [&](const auto& n) { return n.first == host; }) > 1;
     for (bool egress : {true, false}) {
       std::vector<const Measured*> mine;
       bool others_fast = false;
