@@ -16,6 +16,7 @@
 
 #include "collectives/reduce/reduce.h"
 #include "transports/engine.h"
+#include "transports/shm/connection.h"
 #include "transports/shm/context.h"
 #include "transports/streaming.h"
 #include "transports/tcp/connection.h"
@@ -731,6 +732,25 @@ TEST(TcpTransport, LoopbackStaysOnHost) {
     EXPECT_GT(sndbuf, 64 << 10);
   }  // closes c
   for (int fd : {s, lfd, unix_pair[0], unix_pair[1]}) close(fd);
+}
+
+// A payload starts on a cache line of the FIFO whatever the sizes before it:
+// a record is a header line and the payload padded to whole lines
+// (transports/shm/connection.cc says why).
+TEST(ShmTransport, EveryRecordIsAHeaderLineAndItsPayloadInWholeLines) {
+  auto p = MakePair(Kind::kShm);
+  auto* shm = dynamic_cast<ShmConnection*>(p->engine[0]->connection(1));
+  ASSERT_NE(shm, nullptr);
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{8}, size_t{13}, size_t{64}, size_t{100},
+                       size_t{4099}, size_t{65536 + 8}}) {
+    std::vector<uint8_t> a(bytes, 5), b(bytes, 0);
+    const uint64_t before = shm->fifo_bytes_written();
+    SendRecvResult r = SendOne(*p, a.data(), b.data(), bytes);
+    ASSERT_TRUE(r.send.ok()) << r.send.ToString();
+    ASSERT_TRUE(r.recv.ok()) << r.recv.ToString();
+    EXPECT_EQ(a, b) << bytes;
+    EXPECT_EQ(shm->fifo_bytes_written() - before, 64 + (bytes + 63) / 64 * 64) << bytes;
+  }
 }
 
 TEST(ShmTransport, NoSegmentIsLeftInDevShm) {

@@ -20,7 +20,7 @@ namespace loom {
 struct ShmFifoControl {
   alignas(64) std::atomic<uint64_t> head;  // bytes ever written (sender only)
   alignas(64) std::atomic<uint64_t> tail;  // bytes ever consumed (receiver only)
-  alignas(64) uint64_t capacity;            // multiple of 8
+  alignas(64) uint64_t capacity;           // multiple of 64
   uint64_t magic;
   // TSan builds: the address, in the creating (sending) process, of this
   // FIFO's TsanFifoKeys (NewTsanFifoKeys); 0 in other builds.
@@ -82,6 +82,9 @@ class ShmConnection final : public Connection {
   ~ShmConnection() override;
   // How many of the peer's allocations are mapped now (tests, diagnostics).
   size_t mapped_allocations() const { return mappings_.size(); }
+  // Bytes this end has ever written into its FIFO, headers and padding
+  // included (tests): a multiple of 64 between messages.
+  uint64_t fifo_bytes_written() const { return head_; }
   ShmConnection(const ShmConnection&) = delete;
   ShmConnection& operator=(const ShmConnection&) = delete;
 
