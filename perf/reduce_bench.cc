@@ -1,6 +1,8 @@
 // Throughput of loom::ReduceInto (dst = a + b) per type and size, single
 // thread; bytes/second counts the bytes of dst, like the "c = a + b" anchor
-// in shared/anchors/RESULTS.md.
+// in shared/anchors/RESULTS.md. BM_Copy sets memcpy against loom::CopyBytes
+// with destination minus source, mod 4096, 0 or 8 (transports/copy.h: rep
+// movsb's cliff).
 //
 //   reduce_bench [--benchmark_filter=float] [--isa=portable|avx2|avx512]
 #include <benchmark/benchmark.h>
@@ -13,6 +15,7 @@
 #include <string_view>
 
 #include "collectives/reduce/reduce.h"
+#include "transports/copy.h"
 
 namespace {
 
@@ -56,6 +59,36 @@ BENCHMARK_CAPTURE(BM_ReduceSum, double, loom::DataType::kFloat64)->Apply(SizeArg
 BENCHMARK_CAPTURE(BM_ReduceSum, half, loom::DataType::kFloat16)->Apply(SizeArgs);
 BENCHMARK_CAPTURE(BM_ReduceSum, bfloat16, loom::DataType::kBfloat16)->Apply(SizeArgs);
 BENCHMARK_CAPTURE(BM_ReduceSum, int32, loom::DataType::kInt32)->Apply(SizeArgs);
+
+using CopyFn = void (*)(void*, const void*, size_t);
+void Memcpy(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+}
+
+void BM_Copy(benchmark::State& state, CopyFn copy, size_t skew) {
+  const size_t bytes = static_cast<size_t>(state.range(0));
+  // One allocation, so that the distance between the two is known.
+  const size_t gap = (bytes + 4095) / 4096 * 4096 + 4096;
+  Buffer both = MakeTouched(gap + bytes + 64, 0x01);
+  const char* src = both.get();
+  char* dst = both.get() + gap + skew;
+  for (auto _ : state) {
+    copy(dst, src, bytes);
+    benchmark::DoNotOptimize(dst);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
+}
+
+void CopySizeArgs(benchmark::internal::Benchmark* b) {
+  for (int64_t bytes : {int64_t{4} << 10, int64_t{64} << 10, int64_t{256} << 10, int64_t{16} << 20})
+    b->Arg(bytes);
+}
+
+BENCHMARK_CAPTURE(BM_Copy, memcpy_skew0, Memcpy, 0)->Apply(CopySizeArgs);
+BENCHMARK_CAPTURE(BM_Copy, memcpy_skew8, Memcpy, 8)->Apply(CopySizeArgs);
+BENCHMARK_CAPTURE(BM_Copy, CopyBytes_skew0, loom::CopyBytes, 0)->Apply(CopySizeArgs);
+BENCHMARK_CAPTURE(BM_Copy, CopyBytes_skew8, loom::CopyBytes, 8)->Apply(CopySizeArgs);
 
 }  // namespace
 

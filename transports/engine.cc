@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "comm/base/log.h"
+#include "transports/copy.h"
 #include "transports/streaming.h"
 
 namespace loom {
@@ -184,7 +185,7 @@ Status Engine::RunUntilDone(std::span<Transfer> transfers, Deadline deadline) {
         if (t->bytes >= StreamingMinBytes()) {
           StreamingCopy(to, from, t->done - t->copied);
         } else {
-          std::memcpy(to, from, t->done - t->copied);
+          CopyBytes(to, from, t->done - t->copied);
         }
         t->copied = t->done;
       }

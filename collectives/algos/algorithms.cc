@@ -15,6 +15,7 @@
 #include "collectives/patterns/ring.h"
 #include "collectives/patterns/tree.h"
 #include "collectives/reduce/reduce.h"
+#include "transports/copy.h"
 #include "transports/shm/shared_memory.h"
 
 namespace loom {
@@ -130,7 +131,14 @@ class Plan {
 };
 
 void CopyIfDistinct(void* dst, const void* src, size_t bytes) {
-  if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
+  if (dst == src || bytes == 0) return;
+  const auto* d = static_cast<const char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  if (d + bytes <= s || s + bytes <= d) {
+    CopyBytes(dst, src, bytes);
+  } else {
+    std::memmove(dst, src, bytes);
+  }
 }
 
 // Ring all-reduce = ring reduce-scatter into recv, then ring all-gather of
@@ -338,10 +346,10 @@ Status PairwiseAllToAll(Engine& e, int r, const CollArgs& a, Scratch& scratch, D
   if (bb == 0) return Status::Ok();
   if (send == recv) {
     char* copy = static_cast<char*>(scratch.Get(bb * n));
-    std::memcpy(copy, send, bb * n);
+    CopyBytes(copy, send, bb * n);
     send = copy;
   }
-  std::memcpy(recv + r * bb, send + r * bb, bb);
+  CopyBytes(recv + r * bb, send + r * bb, bb);
   Plan plan(a, 2 * n);
   for (int i = 1; i < n; ++i) {
     int to = (r + i) % n, from = (r - i + n) % n;
@@ -404,7 +412,7 @@ Status CopyFromPeer(Engine& e, int p, void* dst, uint64_t remote, const SharedRe
                     size_t bytes) {
   Connection* c = e.connection(p);
   if (const void* view = c->PeerView(remote, bytes, where)) {
-    std::memcpy(dst, view, bytes);
+    CopyBytes(dst, view, bytes);
     return Status::Ok();
   }
   return c->ReadPeer(dst, remote, bytes);

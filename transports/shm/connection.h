@@ -93,6 +93,8 @@ class ShmConnection final : public Connection {
   void EnablePeerRead() { peer_read_ = true; }
   // Tries one read of `bytes` at `remote` (setup's probe); no state change.
   Status ProbePeerRead(void* dst, uint64_t remote, size_t bytes) const;
+  // process_vm_readv of `bytes` at `remote` into dst, to the last byte.
+  Status ReadPeerMemory(void* dst, uint64_t remote, size_t bytes) const;
 
  private:
   bool ProgressSend();

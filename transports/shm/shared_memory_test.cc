@@ -190,6 +190,32 @@ TEST(SharedMemory, ConnectionViewsAPeerProcessesAllocation) {
   EXPECT_EQ(conn->PeerView(a.base, 8, a), v - 100);  // the first one is still there
 }
 
+// process_vm_readv is slow at some distances between destination and source
+// (mod 4096: 1-15), which ProbePeerRead reads through a bounce buffer: every
+// distance, and lengths across the bounce buffer's chunks, land intact.
+TEST(SharedMemory, ReadsOfAPeerProcessLandIntactAtEveryDistance) {
+  Owner owner;
+  ASSERT_GT(owner.pid(), 0);
+  auto conn = ViewOnlyConnection(owner.pid());
+  const SharedRef a = owner.Ask('a');
+  ASSERT_TRUE(a.valid());
+  const uint64_t remote = a.base + 37;
+  std::vector<char> buf((1 << 20) + 3 * 4096), want(1 << 20);
+  for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<char>((37 + i) * 3);
+  for (size_t skew : {0, 1, 8, 15, 16, 100, 4095}) {
+    for (size_t bytes : {size_t{100}, size_t{4096}, size_t{200003}, (size_t{1} << 20) - 37}) {
+      std::fill(buf.begin(), buf.end(), 'x');
+      // dst - remote = skew (mod 4096), past a guard byte.
+      const uintptr_t base = reinterpret_cast<uintptr_t>(buf.data()) + 1;
+      const size_t at = 1 + (remote + skew - base) % 4096;
+      ASSERT_TRUE(conn->ProbePeerRead(buf.data() + at, remote, bytes).ok());
+      ASSERT_EQ(std::memcmp(buf.data() + at, want.data(), bytes), 0) << skew << " " << bytes;
+      EXPECT_EQ(buf[at - 1], 'x');
+      EXPECT_EQ(buf[at + bytes], 'x');
+    }
+  }
+}
+
 TEST(SharedMemory, ConnectionRefusesAFileThatIsNotLoomMemory) {
   Owner owner;
   ASSERT_GT(owner.pid(), 0);
