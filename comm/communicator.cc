@@ -59,7 +59,7 @@ Communicator::Impl::~Impl() {
   // The store's reader thread calls back into this object: stop it first.
   store_.reset();
   // Fail anything that never ran.
-  for (Op& op : queue_) op.state->Complete(RemoteError("communicator destroyed"));
+  queue_.ForEach([](Op& op) { op.state->Complete(RemoteError("communicator destroyed")); });
 }
 
 Deadline Communicator::Impl::OpDeadline() const { return OpDeadline(CoarseNow()); }

@@ -7,7 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -18,6 +17,7 @@
 #include "collectives/algos/algorithms.h"
 #include "collectives/algos/hierarchical.h"
 #include "collectives/select/selector.h"
+#include "comm/base/ring_queue.h"
 #include "comm/bootstrap/store_client.h"
 #include "comm/device_ipc.h"
 #include "comm/device_path.h"
@@ -165,7 +165,7 @@ class Communicator::Impl {
   std::condition_variable worker_cv_;
   std::condition_variable drained_cv_;
   int drain_waiters_ = 0;
-  std::deque<Op> queue_;
+  RingQueue<Op> queue_;
   std::vector<Op> running_;  // RunFront's batch (only the executing thread touches it)
   uint64_t issued_ = 0, completed_ = 0;
   bool stopping_ = false;

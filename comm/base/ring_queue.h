@@ -1,0 +1,53 @@
+// A FIFO queue in one growable circular buffer: push_back and pop_front
+// allocate nothing once the buffer has grown to the longest queue seen.
+// std::deque allocates a node for every few elements and frees it on
+// whichever thread pops, which made each non-blocking call pay a malloc on
+// the issuing thread and a cross-thread free on the executing one.
+#pragma once
+
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+namespace loom {
+
+template <class T>
+class RingQueue {
+ public:
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+  T& front() { return slots_[head_]; }
+
+  void push_back(T&& v) {
+    if (size_ == slots_.size()) Grow();
+    slots_[(head_ + size_) % slots_.size()] = std::move(v);
+    ++size_;
+  }
+
+  // The front element is moved-from and left in place (its storage is
+  // reused by a later push_back, which assigns over it).
+  void pop_front() {
+    slots_[head_] = T();
+    head_ = (head_ + 1) % slots_.size();
+    --size_;
+  }
+
+  template <class F>
+  void ForEach(F&& f) {
+    for (size_t i = 0; i < size_; ++i) f(slots_[(head_ + i) % slots_.size()]);
+  }
+
+ private:
+  void Grow() {
+    std::vector<T> bigger(slots_.empty() ? 16 : 2 * slots_.size());
+    for (size_t i = 0; i < size_; ++i) bigger[i] = std::move(slots_[(head_ + i) % slots_.size()]);
+    slots_ = std::move(bigger);
+    head_ = 0;
+  }
+
+  std::vector<T> slots_;
+  size_t head_ = 0;
+  size_t size_ = 0;
+};
+
+}  // namespace loom
