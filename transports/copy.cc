@@ -39,7 +39,12 @@ __attribute__((target("avx2"))) void CopyAvx2(char* d, const char* s, size_t byt
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + bytes - 32), last);
 }
 
-const bool kHaveAvx2 = __builtin_cpu_supports("avx2");
+// A call during another file's static initialisation, before this runs,
+// sees false and copies with memcpy: still correct.
+const bool kHaveAvx2 = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") != 0;
+}();
 
 }  // namespace
 
