@@ -46,5 +46,17 @@ TEST(CopyBytes, LargeCopiesOnBothSidesOfTheVectorRange) {
   }
 }
 
+// The tests above compare CopyBytes with memcpy whichever path it takes;
+// this one makes sure the vector path is on where the CPU has AVX2 (the
+// flag read before __builtin_cpu_init would leave it off, commit 7c3cb29).
+TEST(CopyBytes, TakesTheVectorLoopWhereTheCpuHasAvx2) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  EXPECT_EQ(VectorCopyAvailable(), __builtin_cpu_supports("avx2") != 0);
+#else
+  EXPECT_FALSE(VectorCopyAvailable());
+#endif
+}
+
 }  // namespace
 }  // namespace loom

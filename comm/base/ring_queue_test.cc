@@ -37,7 +37,7 @@ TEST(RingQueue, PopReleasesTheElement) {
   std::shared_ptr<int> taken = std::move(q.front());
   q.pop_front();
   EXPECT_TRUE(q.empty());
-  EXPECT_EQ(p.use_count(), 2);  // p and taken: the queue holds nothing
+  EXPECT_EQ(p.use_count(), 2);  // p and taken (the slot was moved from; see below for a pop alone)
   taken.reset();
   EXPECT_EQ(p.use_count(), 1);
   // Popped without being moved from: the slot lets go of it too.

@@ -1,6 +1,7 @@
-// ShmConnection: FIFO progress. Messages are a 16-byte header then the payload,
-// padded to 8 bytes, so payload elements never straddle the wrap-around and
-// a receive can reduce straight out of the FIFO (no extra copy).
+// ShmConnection: FIFO progress. A record starts on a cache line: its header
+// takes that line and its payload the lines after, padded to whole lines,
+// so payload elements never straddle the wrap-around and a receive can
+// reduce straight out of the FIFO (no extra copy).
 #include "transports/shm/connection.h"
 
 #include <fcntl.h>
@@ -168,7 +169,8 @@ Status ShmConnection::ProbePeerRead(void* dst, uint64_t remote, size_t bytes) co
   // source, mod 4096, was 1-15 (transports/copy.h). Such a read lands in a
   // bounce buffer at the source's page offset, and CopyBytes moves it on.
   const uint64_t skew = (reinterpret_cast<uintptr_t>(dst) - remote) % 4096;
-  if (skew == 0 || skew >= 16 || bytes < kVectorCopyMinBytes) {
+  // Without CopyBytes' vector loop the bounce would only add a copy.
+  if (skew == 0 || skew >= 16 || bytes < kVectorCopyMinBytes || !VectorCopyAvailable()) {
     return ReadPeerMemory(dst, remote, bytes);
   }
   constexpr size_t kBounceBytes = 64 << 10;
