@@ -22,7 +22,8 @@ void CopyBytes(void* dst, const void* src, size_t bytes);
 inline constexpr size_t kVectorCopyMinBytes = 2048;
 inline constexpr size_t kVectorCopyMaxBytes = size_t{4} << 20;
 
-// Whether CopyBytes takes its vector loop on this CPU (tests, benchmarks).
+// Whether CopyBytes takes its vector loop on this CPU (peer reads skip
+// their bounce buffer without it; tests, benchmarks).
 bool VectorCopyAvailable();
 
 }  // namespace loom
