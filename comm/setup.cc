@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -149,79 +150,156 @@ std::string Hex(uint64_t v) {
 // development VM; the model's other rates are relative to it.
 constexpr double kShmFifoGbs = 6.0;
 
-// Times single-copy reads of a peer's probe region (64 KiB and 1 MiB) and a
-// local 1 MiB memcpy, the best of kReadProbeReps each, and prices the reads
-// for the cost model (topology::PricePeerReads). Whether they beat the FIFOs
-// depends on the host: on the development VM (AMD) pinning the peer's pages
-// made them slower (25-30 % of a 2 MiB all-gather in the kernel's
-// get_user_pages), on an Intel VM of the same kind faster by 1.5-2x
-// (docs/PERFORMANCE.md).
-Result<topology::PeerReadPrice> MeasurePeerRead(const ShmConnection& shm, uint64_t remote) {
+// This rank's neighbours in setup's FIFO timing: the ranks of its host in
+// rank order, closed into a ring, when every pair of them talks over shared
+// memory (every rank of the host computes the same answer); nullopt when the
+// rank is alone on its host or some pair of its host uses another transport.
+struct HostRing {
+  int next = -1;
+  int prev = -1;
+};
+std::optional<HostRing> SameHostShmRing(int rank, const std::vector<std::string>& host_ids,
+                                        const std::vector<TransportRecord>& transports) {
+  std::vector<int> host;
+  for (int r = 0; r < static_cast<int>(host_ids.size()); ++r) {
+    if (host_ids[r] == host_ids[rank]) host.push_back(r);
+  }
+  if (host.size() < 2) return std::nullopt;
+  for (size_t i = 0; i < host.size(); ++i) {
+    for (size_t j = i + 1; j < host.size(); ++j) {
+      auto link = PlanLink(transports, host[i], host[j]);
+      if (!link.ok() || link->kind != TransportKind::kShm) return std::nullopt;
+    }
+  }
+  const size_t me = static_cast<size_t>(std::find(host.begin(), host.end(), rank) - host.begin());
+  return HostRing{host[(me + 1) % host.size()], host[(me + host.size() - 1) % host.size()]};
+}
+
+// One step of a ring through the FIFOs: kReadProbeBytes to `ring.next` while
+// the same arrives from `ring.prev`, every rank of the host at once, as a
+// ring all-gather's step moves them. Progressed here (setup has no engine
+// yet), yielding while nothing moves so that oversubscribed ranks advance.
+Status FifoRingStep(Connection& next, Connection& prev, const HostRing& ring, char* dst,
+                    Deadline deadline) {
+  Transfer send, recv;
+  send.dir = Transfer::Dir::kSend;
+  send.peer = ring.next;
+  send.src = ReadProbeRegion();
+  send.bytes = kReadProbeBytes;
+  recv.dir = Transfer::Dir::kRecv;
+  recv.peer = ring.prev;
+  recv.dst = dst;
+  recv.bytes = kReadProbeBytes;
+  next.PostSend(&send);
+  prev.PostRecv(&recv);
+  for (uint32_t idle = 0; !send.complete() || !recv.complete();) {
+    LOOM_ASSIGN_OR_RETURN(const bool sent, next.Progress());
+    bool received = false;
+    if (&prev != &next) {
+      LOOM_ASSIGN_OR_RETURN(received, prev.Progress());
+    }
+    if (sent || received) continue;
+    if (++idle % 1024 == 0) {  // a dead neighbour is named, not waited for
+      LOOM_TRY(next.CheckPeerAlive());
+      LOOM_TRY(prev.CheckPeerAlive());
+      if (deadline.expired()) {
+        return TimeoutError("timing the shared-memory FIFOs with ranks " +
+                            std::to_string(ring.next) + " and " + std::to_string(ring.prev) +
+                            ": no progress before the deadline");
+      }
+    }
+    sched_yield();
+  }
+  return Status::Ok();
+}
+
+// What setup times of this host's shared memory, the best of kReadProbeReps
+// each: single-copy reads of a peer's probe region (64 KiB and 1 MiB), a
+// local 1 MiB memcpy, and, when `ring` is set, a 1 MiB ring step through the
+// FIFOs (FifoRingStep; every rank of the ring runs this at the same time).
+struct ShmTimings {
+  double small_read_us = std::numeric_limits<double>::infinity();
+  double big_read_us = small_read_us;
+  double copy_us = small_read_us;
+  double fifo_us = small_read_us;  // infinite without a ring
+};
+
+// Interleaved, so that all of them see the same phase of a noisy machine.
+Result<ShmTimings> TimeShm(const ShmConnection& shm, uint64_t remote,
+                           const std::optional<HostRing>& ring, Connection* next, Connection* prev,
+                           Deadline deadline) {
   thread_local std::vector<char> dst(kReadProbeBytes);
-  // Interleaved, so that all three see the same phase of a noisy machine.
-  double small_us = std::numeric_limits<double>::infinity(), big_us = small_us, copy_us = small_us;
+  ShmTimings t;
   auto time_us = [](auto&& once, double* best) -> Status {
     const auto t0 = std::chrono::steady_clock::now();
     LOOM_TRY(once());
-    const std::chrono::duration<double, std::micro> t = std::chrono::steady_clock::now() - t0;
-    *best = std::min(*best, t.count());
+    const std::chrono::duration<double, std::micro> dt = std::chrono::steady_clock::now() - t0;
+    *best = std::min(*best, dt.count());
     return Status::Ok();
   };
   for (int i = 0; i < kReadProbeReps; ++i) {
     LOOM_TRY(time_us([&] { return shm.ProbePeerRead(dst.data(), remote, kReadProbeSmallBytes); },
-                     &small_us));
-    LOOM_TRY(
-        time_us([&] { return shm.ProbePeerRead(dst.data(), remote, kReadProbeBytes); }, &big_us));
+                     &t.small_read_us));
+    LOOM_TRY(time_us([&] { return shm.ProbePeerRead(dst.data(), remote, kReadProbeBytes); },
+                     &t.big_read_us));
     LOOM_TRY(time_us(
         [&] {
           std::memcpy(dst.data(), ReadProbeRegion(), kReadProbeBytes);
           return Status::Ok();
         },
-        &copy_us));
+        &t.copy_us));
+    if (ring) {
+      LOOM_TRY(time_us([&] { return FifoRingStep(*next, *prev, *ring, dst.data(), deadline); },
+                       &t.fifo_us));
+    }
   }
+  return t;
+}
+
+// The price of single-copy reads from a rank's timings: against its FIFOs as
+// timed, or without a ring against kFifoShareOfMemcpy of its memcpy.
+topology::PeerReadPrice PriceShmTimings(const ShmTimings& t) {
+  const bool timed_fifos = std::isfinite(t.fifo_us);
+  const double fifo_us = timed_fifos ? t.fifo_us : t.copy_us / topology::kFifoShareOfMemcpy;
   const topology::PeerReadPrice c =
-      topology::PricePeerReads(kReadProbeSmallBytes, small_us, kReadProbeBytes, big_us,
-                               kReadProbeBytes, copy_us, kShmFifoGbs);
+      topology::PricePeerReads(kReadProbeSmallBytes, t.small_read_us, kReadProbeBytes,
+                               t.big_read_us, kReadProbeBytes, fifo_us, kShmFifoGbs);
   LOOM_INFO(log::kInit | log::kShm,
-            "single-copy reads: 64 KiB %.1f us, 1 MiB %.1f us, memcpy 1 MiB %.1f us: "
-            "priced %.1f GB/s + %.1f us per call (FIFOs %.1f GB/s)",
-            small_us, big_us, copy_us, c.gbs, c.setup_us, kShmFifoGbs);
+            "single-copy reads: 64 KiB %.1f us, 1 MiB %.1f us; FIFOs 1 MiB %.1f us (%s), "
+            "memcpy 1 MiB %.1f us: priced %.1f GB/s + %.1f us per call (FIFOs %.1f GB/s)",
+            t.small_read_us, t.big_read_us, fifo_us,
+            timed_fifos ? "a ring step" : "memcpy's share", t.copy_us, c.gbs, c.setup_us,
+            kShmFifoGbs);
   return c;
 }
 
-// A rank's own measurement, made once per process for each kind of peer (a
-// thread of this process, read with memcpy, or another process, read with
-// process_vm_readv) and reused by every later communicator (Split, a second
-// init): timing the reads costs about 1 ms, and the host does not change.
-Result<topology::PeerReadPrice> CachedPeerReadPrice(const ShmConnection& shm, uint64_t remote,
-                                                    bool same_process) {
-  static std::mutex mu;
+// A rank's price of single-copy reads, kept once per process for each kind
+// of peer (a thread of this process, read with memcpy, or another process,
+// read with process_vm_readv) and reused by every later communicator (Split,
+// a second init) whose ranks all have one: timing costs a few ms, and the
+// host does not change.
+std::optional<topology::PeerReadPrice>& CachedPeerReadPrice(bool same_process) {
   static std::optional<topology::PeerReadPrice> cache[2];
-  std::lock_guard<std::mutex> lock(mu);
-  std::optional<topology::PeerReadPrice>& mine = cache[same_process ? 1 : 0];
-  if (mine) {
-    LOOM_INFO(log::kInit | log::kShm,
-              "single-copy reads: priced %.1f GB/s + %.1f us per call, as measured earlier in "
-              "this process",
-              mine->gbs, mine->setup_us);
-    return *mine;
-  }
-  LOOM_ASSIGN_OR_RETURN(const topology::PeerReadPrice price, MeasurePeerRead(shm, remote));
-  mine = price;
-  return price;
+  return cache[same_process ? 1 : 0];
+}
+std::mutex& PeerReadPriceMutex() {
+  static std::mutex mu;
+  return mu;
 }
 
 // Single-copy reads between same-host ranks: each rank probes every shm peer,
 // and the feature is on only if every rank of the communicator succeeded
-// (algorithms must agree on whether to use it). Each rank also times reads
-// of its first shm peer, once per process (CachedPeerReadPrice), unless
-// LOOM_SHM_READ_PRICE names the price; the
-// job prices them at the slowest rate and the largest fixed cost any rank
-// measured. Returns that job-wide verdict and
+// (algorithms must agree on whether to use it). Each rank prices the reads
+// from its own timings (TimeShm) of its ring neighbour, unless
+// LOOM_SHM_READ_PRICE names the price or this process timed them before; when
+// any rank must time, every rank of a host ring times, so that the FIFO
+// steps have both ends. The job prices reads at the slowest rate and the
+// largest fixed cost any rank found. Returns that job-wide verdict and
 // price, the same on every rank that calls it.
 Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
                                                  const std::vector<int>& shm_peers,
                                                  const std::vector<PeerInfo>& peers,
+                                                 const std::optional<HostRing>& ring,
                                                  std::vector<std::unique_ptr<Connection>>& conns,
                                                  Deadline deadline) {
   LOOM_ASSIGN_OR_RETURN(const std::optional<topology::PeerReadPrice> fixed_price,
@@ -239,34 +317,34 @@ Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
       why = "rank " + std::to_string(p) + ": " + (s.ok() ? "probe read a wrong value" : s.message());
     }
   }
-  std::string verdict = ok ? "1" : "0";
-  if (ok && !shm_peers.empty()) {
-    const int p = shm_peers.front();
-    Result<topology::PeerReadPrice> cost =
-        fixed_price ? Result<topology::PeerReadPrice>(*fixed_price)
-                    : CachedPeerReadPrice(*static_cast<ShmConnection*>(conns[p].get()),
-                                          peers[p].read_probe, peers[p].pid == getpid());
-    if (cost.ok()) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "1 %.6g %.6g", cost->gbs, cost->setup_us);
-      verdict = buf;
-    } else {
-      ok = false;
-      verdict = "0";
-      why = "rank " + std::to_string(p) + ": " + cost.status().message();
+  // The peer whose memory this rank times reads of: its ring neighbour, or
+  // its first shm peer when its host has no ring.
+  const int read_peer = ring ? ring->next : (shm_peers.empty() ? -1 : shm_peers.front());
+  const bool same_process = read_peer >= 0 && peers[read_peer].pid == getpid();
+  std::optional<topology::PeerReadPrice> known = fixed_price;
+  if (!known && read_peer >= 0) {
+    std::lock_guard<std::mutex> lock(PeerReadPriceMutex());
+    known = CachedPeerReadPrice(same_process);
+    if (known && ok) {
+      LOOM_INFO(log::kInit | log::kShm,
+                "single-copy reads: priced %.1f GB/s + %.1f us per call, as measured earlier in "
+                "this process",
+                known->gbs, known->setup_us);
     }
   }
+  // Round one: "0" (no single-copy reads), "1" (no shm peer), "1 t" (must
+  // time), or "1 GBS US" (a price known without timing).
+  auto price_text = [](const topology::PeerReadPrice& p) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "1 %.6g %.6g", p.gbs, p.setup_us);
+    return std::string(buf);
+  };
+  std::string verdict = !ok ? "0" : read_peer < 0 ? "1" : known ? price_text(*known) : "1 t";
   LOOM_ASSIGN_OR_RETURN(auto all, exchange.AllGather("single-copy", verdict, deadline));
-  bool everyone = true;
-  topology::PeerReadPrice job{std::numeric_limits<double>::infinity(), 0};
+  bool everyone = true, anyone_times = false;
   for (const std::string& v : all) {
-    double gbs = 0, setup_us = 0;
-    if (v.empty() || v[0] != '1') {
-      everyone = false;
-    } else if (std::sscanf(v.c_str(), "1 %lf %lf", &gbs, &setup_us) == 2) {
-      job.gbs = std::min(job.gbs, gbs);
-      job.setup_us = std::max(job.setup_us, setup_us);
-    }  // "1" alone: a rank without shm peers, nothing measured
+    everyone = everyone && !v.empty() && v[0] == '1';
+    anyone_times = anyone_times || v == "1 t";
   }
   if (!ok && !shm_peers.empty() && params::kShmSingleCopy.Get()) {
     LOOM_WARN(log::kInit | log::kShm, "rank %d: single-copy reads of same-host peers unavailable "
@@ -275,6 +353,33 @@ Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
               "LOOM_SHM_SINGLE_COPY=0 to silence this", rank, why.c_str());
   }
   if (!everyone) return topology::PeerReadPrice{};
+
+  if (anyone_times) {
+    // Every rank with a same-host peer times (those of a ring all together),
+    // and those without a known price take what they timed.
+    if (read_peer >= 0) {
+      auto* shm = static_cast<ShmConnection*>(conns[read_peer].get());
+      Connection* next = ring ? conns[ring->next].get() : nullptr;
+      Connection* prev = ring ? conns[ring->prev].get() : nullptr;
+      Result<ShmTimings> t = TimeShm(*shm, peers[read_peer].read_probe, ring, next, prev, deadline);
+      if (!t.ok()) return t.status().WithContext("rank " + std::to_string(rank));
+      if (!known) {
+        known = PriceShmTimings(*t);
+        std::lock_guard<std::mutex> lock(PeerReadPriceMutex());
+        CachedPeerReadPrice(same_process) = known;
+      }
+    }
+    verdict = known ? price_text(*known) : "1";
+    LOOM_ASSIGN_OR_RETURN(all, exchange.AllGather("single-copy-price", verdict, deadline));
+  }
+  topology::PeerReadPrice job{std::numeric_limits<double>::infinity(), 0};
+  for (const std::string& v : all) {
+    double gbs = 0, setup_us = 0;
+    if (std::sscanf(v.c_str(), "1 %lf %lf", &gbs, &setup_us) == 2) {
+      job.gbs = std::min(job.gbs, gbs);
+      job.setup_us = std::max(job.setup_us, setup_us);
+    }  // "1" alone: a rank without shm peers, nothing measured
+  }
   for (int p : shm_peers) static_cast<ShmConnection*>(conns[p].get())->EnablePeerRead();
   if (!std::isfinite(job.gbs)) job = topology::PeerReadPrice{};  // nobody had a same-host peer
   return job;
@@ -527,7 +632,9 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
                           impl->shm_->Connect(*impl->store_, shm_peers, hosts, pids, deadline));
     for (size_t i = 0; i < shm_peers.size(); ++i) conns[shm_peers[i]] = std::move(shm_conns[i]);
     LOOM_ASSIGN_OR_RETURN(job_single_copy,
-                          EnableSingleCopy(*impl->store_, rank, shm_peers, peers, conns, deadline));
+                          EnableSingleCopy(*impl->store_, rank, shm_peers, peers,
+                                           SameHostShmRing(rank, host_ids, transports), conns,
+                                           deadline));
     impl->single_copy_ = job_single_copy.gbs > 0 && !shm_peers.empty();
   }
   if (!tcp_peers.empty()) {

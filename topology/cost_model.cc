@@ -68,13 +68,13 @@ HostLinkCosts LinkCostsFor(const Topology& host, int ranks_per_host) {
 }
 
 PeerReadPrice PricePeerReads(size_t small_bytes, double small_us, size_t big_bytes, double big_us,
-                             size_t copy_bytes, double copy_us, double fifo_gbs) {
+                             size_t fifo_bytes, double fifo_us, double fifo_gbs) {
   const double small = static_cast<double>(small_bytes), big = static_cast<double>(big_bytes);
   // bytes per us; a big read no slower than the small one: its plain rate.
   const double read_rate = big_us > small_us ? (big - small) / (big_us - small_us) : big / big_us;
   const double fixed_us = std::max(0.0, small_us - small / read_rate);
-  const double copy_rate = static_cast<double>(copy_bytes) / std::max(copy_us, 1e-3);
-  const double scale = fifo_gbs * 1e3 / (copy_rate * kFifoShareOfMemcpy);  // model/real GB/s
+  const double fifo_rate = static_cast<double>(fifo_bytes) / std::max(fifo_us, 1e-3);
+  const double scale = fifo_gbs * 1e3 / fifo_rate;  // model/real GB/s
   return PeerReadPrice{std::clamp(read_rate * scale / 1e3, 0.1, 1000.0),
                        std::clamp(fixed_us / scale, 0.0, 1000.0)};
 }

@@ -35,28 +35,30 @@ struct HostLinkCosts {
 // `host` must be valid; ranks_per_host < 1 counts as 1.
 HostLinkCosts LinkCostsFor(const Topology& host, int ranks_per_host);
 
-// The share of a 1 MiB memcpy's rate that the model's shared-memory FIFO
-// rate stands for: each byte is copied in by the sender and out by the
-// receiver, plus the FIFO's synchronisation. On the Intel VM the 2-rank FIFO
-// ring all-gather moved 8.6 GB/s per rank at 64-512 KiB while a 1 MiB memcpy
-// ran at 20-23 GB/s.
+// The share of a 1 MiB memcpy's rate that a shared-memory FIFO reaches: each
+// byte is copied in by the sender and out by the receiver, plus the FIFO's
+// synchronisation. Only a fallback, for a rank that could not time its host's
+// FIFOs (setup times them): on the Intel VM the 2-rank FIFO ring all-gather
+// moved 8.6 GB/s per rank at 64-512 KiB while a 1 MiB memcpy ran at 20-23
+// GB/s, on the AMD VM of 2026-12-04 4.1-5.1 against 37-41 (0.10-0.13).
 inline constexpr double kFifoShareOfMemcpy = 0.4;
 
 // Single-copy reads of a peer's memory (process_vm_readv), priced in the
 // cost model's units from what setup timed on this host: a small and a big
-// read (bytes, best us) and a local memcpy of `copy_bytes`. The slope of the
-// two reads is their rate and the rest of the small read their fixed cost
-// per call; both are scaled by this host's memcpy against `fifo_gbs`, the
-// model's shared-memory FIFO rate, taken as kFifoShareOfMemcpy of this
-// memcpy. Returns {peer_read_gbs, peer_read_setup_us}, clamped to
-// [0.1, 1000] GB/s and [0, 1000] us. Requires small_bytes < big_bytes and
-// positive times.
+// read (bytes, best us) and the FIFOs moving `fifo_bytes` in `fifo_us` (a
+// ring step through the real FIFOs, or a memcpy's time over
+// kFifoShareOfMemcpy). The slope of the two reads is their rate and the rest
+// of the small read their fixed cost per call; both are scaled by the real
+// FIFO rate against `fifo_gbs`, the model's FIFO rate, so that reads and
+// FIFOs keep the ratio they had on this host. Returns {peer_read_gbs,
+// peer_read_setup_us}, clamped to [0.1, 1000] GB/s and [0, 1000] us.
+// Requires small_bytes < big_bytes and positive times.
 struct PeerReadPrice {
   double gbs = 0;
   double setup_us = 0;
 };
 PeerReadPrice PricePeerReads(size_t small_bytes, double small_us, size_t big_bytes, double big_us,
-                             size_t copy_bytes, double copy_us, double fifo_gbs);
+                             size_t fifo_bytes, double fifo_us, double fifo_gbs);
 
 // LOOM_SHM_READ_PRICE: "GBS" or "GBS,US", a rate above 0 and at most 1000
 // GB/s and a fixed cost per read from 0 to 1000 us (default 20, the value

@@ -425,7 +425,7 @@ Status ReduceFromPeers(Engine& e, int r, const CollArgs& a, const std::vector<Pe
                        size_t off, size_t count, void* out, Scratch& scratch) {
   const size_t es = SizeOf(a.type);
   const RedOp op = a.op == RedOp::kAvg ? RedOp::kSum : a.op;
-  const size_t chunk = std::max<size_t>(1, (256 << 10) / es);
+  const size_t chunk = std::max<size_t>(1, kPeerReduceChunkBytes / es);
   char* tmp = static_cast<char*>(scratch.Get(chunk * es));
   for (size_t c = 0; c < count; c += chunk) {
     const size_t len = std::min(chunk, count - c);

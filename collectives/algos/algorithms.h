@@ -75,6 +75,11 @@ Status SyncWith(Engine& engine, int rank, const CollArgs& args, const std::vecto
                 Deadline deadline);
 Status SyncWithAll(Engine& engine, int rank, const CollArgs& args, Deadline deadline);
 
+// Direct reductions read each peer's part in pieces of this many bytes, a
+// read each, and reduce every piece while it is in cache; the cost model
+// pays a read's fixed cost per piece.
+inline constexpr size_t kPeerReduceChunkBytes = 256 << 10;
+
 // Ranks of one host whose buffers are all in shareable memory (AllocShared)
 // are served best by the Direct algorithms: plain loads from the mapped
 // peers, nothing through the FIFOs (2-rank all-reduce 1.1-2x the default

@@ -348,8 +348,12 @@ double CostModel::PredictUs(OpKind kind, Algo algo, size_t bytes) const {
   const double r_us = read_gbs > 0 ? s / (read_gbs * 1e3) : kInf;
   const double a = ring_.latency_us;
   // Each single-copy read is a system call that pins the peer's pages: a
-  // fixed cost per operation that only large messages amortise.
+  // fixed cost per call that only large messages amortise. Reads of a peer
+  // to reduce are made in pieces of kPeerReduceChunkBytes, one call each.
   const double read_setup_us = intra_.peer_read_setup_us;
+  auto reduce_reads = [](double bytes) {
+    return std::max(1.0, std::ceil(bytes / static_cast<double>(kPeerReduceChunkBytes)));
+  };
   auto sum_rounds = [&](const std::vector<LinkModel>& rounds) {
     double t = 0;
     for (const LinkModel& l : rounds) t += StepUs(l, s);
@@ -370,14 +374,14 @@ double CostModel::PredictUs(OpKind kind, Algo algo, size_t bytes) const {
           return 2.0 * sum_rounds(tree_levels_) +
                  reduce_us(static_cast<double>(tree_levels_.size()) * s);
         // Three synchronisations, then reads of (n-1)/n of the buffer twice
-        // (the peers' parts of my block, which I reduce, then their final
-        // blocks). On the development VM (reads priced below the FIFOs) this
-        // loses to the ring at every size; on the Intel VM, 2 ranks, it
+        // (the peers' parts of my block, which I reduce, in pieces, then
+        // their final blocks, a read each). On the Intel VM, 2 ranks, it
         // beat the ring by 1.2-1.3x from 2 MiB out of place, tied at 256
-        // KiB (docs/PERFORMANCE.md).
+        // KiB; on the AMD VM it ties with the ring from 512 KiB and loses at
+        // 128 KiB (docs/PERFORMANCE.md).
         case Algo::kDirect:
-          return 3.0 * a + read_setup_us + (n - 1.0) / n * 2.0 * r_us +
-                 reduce_us((n - 1.0) / n * s);
+          return 3.0 * a + (n - 1) * (reduce_reads(s / n) + 1) * read_setup_us +
+                 (n - 1.0) / n * 2.0 * r_us + reduce_us((n - 1.0) / n * s);
         case Algo::kHierarchical: {
           if (!hier_unavailable_.empty()) return kInf;
           // Ring reduce-scatter and all-gather of S/p blocks inside each
@@ -395,7 +399,10 @@ double CostModel::PredictUs(OpKind kind, Algo algo, size_t bytes) const {
     case OpKind::kReduceScatter:
     case OpKind::kAllGather:
       if (algo == Algo::kRing) return (n - 1) * StepUs(ring_, s);
-      if (algo == Algo::kDirect) return 2.0 * a + read_setup_us + (n - 1) * r_us;
+      if (algo == Algo::kDirect) {
+        const double reads = kind == OpKind::kReduceScatter ? reduce_reads(s) : 1.0;
+        return 2.0 * a + (n - 1) * reads * read_setup_us + (n - 1) * r_us;
+      }
       return kInf;
     case OpKind::kBroadcast:
       if (algo == Algo::kRing) return (n - 1) * a + s / (ring_.bandwidth_gbs * 1e3);  // a chain

@@ -53,7 +53,7 @@ perf_shared_buffers)
   ! grep -q "Direct instead" "$tmp/ar.3.1" || fail "3 ranks asked about shareable buffers"
   ;;
 shm_read_price)
-  # Setup times single-copy reads and every rank logs the job's price;
+  # Setup times single-copy reads and the FIFOs, and every rank logs the job's price;
   # LOOM_SHM_READ_PRICE replaces the measurement (4 GB/s, below the FIFOs:
   # all-gather keeps the ring at 2 MiB), and a malformed one fails creation
   # naming it.
@@ -62,6 +62,16 @@ shm_read_price)
   [ "$(grep -c 'single-copy reads: 64 KiB' "$tmp/measured")" = 2 ] || fail "not every rank timed its reads"
   [ "$(grep -o 'peer reads [0-9.]* GB/s + [0-9.]* us' "$tmp/measured" | sort -u | wc -l)" = 1 ] ||
     fail "the ranks priced reads differently"
+  # ... against the FIFOs as a ring step through them timed them, also on a
+  # ring of 3 (each rank sends to one neighbour and receives from the other).
+  [ "$(grep -c 'FIFOs 1 MiB [0-9.]* us (a ring step)' "$tmp/measured")" = 2 ] ||
+    fail "not every rank timed the FIFOs"
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT "$LOOM" run -np 3 -- "$LOOM" perf all_gather -b 3M -e 3M \
+    -n 2 -w 1 >"$tmp/three" 2>&1 || fail "perf -np 3 exited $?"
+  [ "$(grep -c 'FIFOs 1 MiB [0-9.]* us (a ring step)' "$tmp/three")" = 3 ] ||
+    fail "not every rank of 3 timed the FIFOs"
+  [ "$(grep -o 'peer reads [0-9.]* GB/s + [0-9.]* us' "$tmp/three" | sort -u | wc -l)" = 1 ] ||
+    fail "3 ranks priced reads differently"
   # A second communicator in the same processes (Split) reuses each rank's
   # measurement instead of timing the reads again.
   NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT "$LOOM" run -np 2 -- "$FAULT" split >"$tmp/split" 2>&1 ||
