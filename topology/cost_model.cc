@@ -75,7 +75,7 @@ PeerReadPrice PricePeerReads(size_t small_bytes, double small_us, size_t big_byt
   const double fixed_us = std::max(0.0, small_us - small / read_rate);
   const double fifo_rate = static_cast<double>(fifo_bytes) / std::max(fifo_us, 1e-3);
   const double scale = fifo_gbs * 1e3 / fifo_rate;  // model/real GB/s
-  return PeerReadPrice{std::clamp(read_rate * scale / 1e3, 0.1, 1000.0),
+  return PeerReadPrice{std::clamp(std::min(read_rate * scale / 1e3, fifo_gbs), 0.1, 1000.0),
                        std::clamp(fixed_us / scale, 0.0, 1000.0)};
 }
 

@@ -50,9 +50,15 @@ inline constexpr double kFifoShareOfMemcpy = 0.4;
 // kFifoShareOfMemcpy). The slope of the two reads is their rate and the rest
 // of the small read their fixed cost per call; both are scaled by the real
 // FIFO rate against `fifo_gbs`, the model's FIFO rate, so that reads and
-// FIFOs keep the ratio they had on this host. Returns {peer_read_gbs,
-// peer_read_setup_us}, clamped to [0.1, 1000] GB/s and [0, 1000] us.
-// Requires small_bytes < big_bytes and positive times.
+// FIFOs keep the ratio they had on this host; but the rate never above
+// `fifo_gbs`. Setup can only time reads of a buffer nobody writes, and a
+// collective's input was usually just written by its owner (a gradient):
+// reading it hands dirty lines from that core, as the FIFOs do with every
+// byte, and on the AMD VM such reads took 3x as long as the timed ones, so
+// that Direct lost to the ring at every size it had won at
+// (docs/PERFORMANCE.md). Returns {peer_read_gbs, peer_read_setup_us},
+// clamped to [0.1, 1000] GB/s and [0, 1000] us. Requires small_bytes <
+// big_bytes and positive times.
 struct PeerReadPrice {
   double gbs = 0;
   double setup_us = 0;

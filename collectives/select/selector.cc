@@ -354,6 +354,11 @@ double CostModel::PredictUs(OpKind kind, Algo algo, size_t bytes) const {
   auto reduce_reads = [](double bytes) {
     return std::max(1.0, std::ceil(bytes / static_cast<double>(kPeerReduceChunkBytes)));
   };
+  // Reading what a peer wrote during the call hands its dirty cache lines
+  // from its core to ours, as the FIFOs do with every byte: no faster than
+  // the FIFOs. Measured reads are of a buffer nobody writes.
+  const double fresh_us =
+      read_gbs > 0 ? s / (std::min(read_gbs, intra_.bandwidth_gbs) * 1e3) : kInf;
   auto sum_rounds = [&](const std::vector<LinkModel>& rounds) {
     double t = 0;
     for (const LinkModel& l : rounds) t += StepUs(l, s);
@@ -375,13 +380,13 @@ double CostModel::PredictUs(OpKind kind, Algo algo, size_t bytes) const {
                  reduce_us(static_cast<double>(tree_levels_.size()) * s);
         // Three synchronisations, then reads of (n-1)/n of the buffer twice
         // (the peers' parts of my block, which I reduce, in pieces, then
-        // their final blocks, a read each). On the Intel VM, 2 ranks, it
-        // beat the ring by 1.2-1.3x from 2 MiB out of place, tied at 256
-        // KiB; on the AMD VM it ties with the ring from 512 KiB and loses at
-        // 128 KiB (docs/PERFORMANCE.md).
+        // their final blocks, just written, a read each). On the Intel VM,
+        // 2 ranks, it beat the ring by 1.2-1.3x from 2 MiB out of place,
+        // tied at 256 KiB; on the AMD VM it ties with the ring from 512 KiB
+        // and loses at 128 KiB (docs/PERFORMANCE.md).
         case Algo::kDirect:
           return 3.0 * a + (n - 1) * (reduce_reads(s / n) + 1) * read_setup_us +
-                 (n - 1.0) / n * 2.0 * r_us + reduce_us((n - 1.0) / n * s);
+                 (n - 1.0) / n * (r_us + fresh_us) + reduce_us((n - 1.0) / n * s);
         case Algo::kHierarchical: {
           if (!hier_unavailable_.empty()) return kInf;
           // Ring reduce-scatter and all-gather of S/p blocks inside each
