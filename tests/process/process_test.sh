@@ -19,6 +19,14 @@ perf_main_job)
 perf_all_ops)
   "$LOOM" run -np 3 -- "$LOOM" perf all -b 1 -e 256K -f 16 -d all -o all -n 2 -w 1 >"$tmp/out" 2>&1 || fail "perf all exited $?"
   ! grep -q FAILED "$tmp/out" || fail "a check failed"
+  # Inputs rewritten before every call (as a training step writes them)
+  # still check out, through the FIFOs and through Direct's reads.
+  for algo in "" Direct; do
+    NCCL_ALGO=$algo "$LOOM" run -np 3 -- "$LOOM" perf all -b 1K -e 1M -f 32 -n 2 -w 1 --back-to-back 1 \
+      --rewrite-inputs 1 >"$tmp/rewrite.$algo" 2>&1 || fail "perf --rewrite-inputs 1 ($algo) exited $?"
+    grep -q "# Rewrite inputs" "$tmp/rewrite.$algo" || fail "the header does not say inputs are rewritten"
+    ! grep -q FAILED "$tmp/rewrite.$algo" || fail "a check failed with rewritten inputs ($algo)"
+  done
   ;;
 perf_shared_buffers)
   # Buffers in shareable memory (-R 1): peers map them and read them with

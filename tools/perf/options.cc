@@ -40,13 +40,14 @@ constexpr FlagSpec kFlags[] = {
     {'R', "local_register", true},
     {'B', "back-to-back", true},
     {'W', "warmup-per-size", true},
+    {'T', "rewrite-inputs", true},
 };
 
 const FlagSpec* FindShort(char letter) {
   for (const FlagSpec& f : kFlags) {
-    // 'J', 'X', 'F', 'B' and 'W' exist only as long options.
+    // 'J', 'X', 'F', 'B', 'W' and 'T' exist only as long options.
     if (f.letter == letter && letter != 'J' && letter != 'X' && letter != 'F' && letter != 'B' &&
-        letter != 'W') {
+        letter != 'W' && letter != 'T') {
       return &f;
     }
   }
@@ -210,6 +211,11 @@ Status Apply(const FlagSpec& flag, const std::string& value, PerfOptions& o) {
       o.warmup_per_size = v == 1;
       return Status::Ok();
     }
+    case 'T': {
+      LOOM_ASSIGN_OR_RETURN(long v, ParseInt(name, value, 0, 1));
+      o.rewrite_inputs = v == 1;
+      return Status::Ok();
+    }
   }
   return InternalError("unhandled flag");
 }
@@ -235,6 +241,10 @@ Status Validate(const PerfOptions& o) {
     return InvalidArgument("--back-to-back 1 and -m " + std::to_string(o.agg_iters) +
                            " exclude each other (-m groups calls; --back-to-back issues each "
                            "on its own)");
+  }
+  if (o.rewrite_inputs && !o.back_to_back && !o.blocking) {
+    return InvalidArgument("--rewrite-inputs 1 needs --back-to-back 1 or -z 1 (a call in flight "
+                           "may still be reading the input it would rewrite)");
   }
   return Status::Ok();
 }
@@ -390,6 +400,10 @@ std::string Usage() {
          "\t[--warmup-per-size <0/1>] (1: the -w warm-up calls before every size and\n"
          "\t                   placement, as MPI and Gloo benchmarks do, instead of at the\n"
          "\t                   largest and smallest sizes first like nccl-tests; default 0)\n"
+         "\t[--rewrite-inputs <0/1>] (1: before every call, write every cache line of its\n"
+         "\t                   input back unchanged, as a training step writes the gradients\n"
+         "\t                   it then reduces, so peers read freshly written memory; the\n"
+         "\t                   writes are timed too; needs --back-to-back 1 or -z 1)\n"
          "\t[-h,--help]\n";
 }
 

@@ -38,6 +38,7 @@ struct PerfOptions {
   int local_register = 0;         // -R 1/2: buffers in shareable memory (loom::AllocShared)
   bool back_to_back = false;      // --back-to-back 1: blocking calls, no barrier between
   bool warmup_per_size = false;   // --warmup-per-size 1: -w untimed calls before every size
+  bool rewrite_inputs = false;    // --rewrite-inputs 1: dirty every input line before each call
 };
 
 // Parses argv[first..argc) (the collective name, then flags in any order).

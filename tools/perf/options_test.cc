@@ -164,6 +164,14 @@ TEST(PerfOptions, RejectsBadInput) {
             std::string::npos);
   EXPECT_NE(Error({"all_reduce", "--back-to-back=1", "-m", "4"}).find("exclude each other"),
             std::string::npos);
+  // Rewriting an input needs the call before it finished.
+  EXPECT_NE(Error({"all_reduce", "--rewrite-inputs", "1"}).find("--rewrite-inputs 1 needs"),
+            std::string::npos);
+  EXPECT_FALSE(Parse({"all_reduce", "-T", "1", "-z", "1"}).ok());  // long only
+  auto rewrite = Parse({"all_reduce", "--rewrite-inputs", "1", "-z", "1"});
+  ASSERT_TRUE(rewrite.ok()) << rewrite.status().ToString();
+  EXPECT_TRUE(rewrite->rewrite_inputs);
+  EXPECT_TRUE(Parse({"all_reduce", "--rewrite-inputs=1", "--back-to-back", "1"}).ok());
 }
 
 TEST(PerfOptions, ParseSize) {

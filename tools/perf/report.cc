@@ -69,6 +69,9 @@ std::string FormatRunHeader(const PerfOptions& o, const std::vector<RankInfo>& r
   if (o.warmup_per_size) {
     out += "# Warm-up per size: the warm-up iterations run before every size\n";
   }
+  if (o.rewrite_inputs) {
+    out += "# Rewrite inputs: every cache line of each call's input written before the call\n";
+  }
   if (o.parallel_init) {
     out += "# Parallel Init: accepted and ignored (one rank per process)\n";
   }
