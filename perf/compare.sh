@@ -7,7 +7,7 @@
 # the bytes each collective moves (perf/tcp_exchange_bench).
 # Needs the anchor packages:
 #   apt-get install -y openmpi-bin libopenmpi-dev libgloo-dev
-# usage: perf/compare.sh [-r REPEAT] [-n NP] [-t shm|tcp] [-o ops] [-b MIN] [-e MAX] [-f F] [--split BYTES] [--gloo] [--rt] [--register] [--bind core|none] [--blocking] [--out DIR]
+# usage: perf/compare.sh [-r REPEAT] [-n NP] [-t shm|tcp] [-o ops] [-b MIN] [-e MAX] [-f F] [--split BYTES] [--gloo] [--rt] [--register] [--bind core|none] [--blocking] [--rewrite-inputs] [--out DIR]
 #   --rt: run loom and every anchor alike under chrt -f 1 (root), so that
 #         background load (builds, other jobs) cannot preempt either side
 #   --bind core: bind each rank of loom and of Open MPI to a core of its own
@@ -18,6 +18,12 @@
 #         anchors call MPI and Gloo (loom perf --back-to-back 1); by default
 #         they issue non-blocking calls and wait once, as nccl-tests does,
 #         which adds the hand-off to the communicator's thread per call
+#   --rewrite-inputs: before every call both sides write each cache line of
+#         its input back unchanged (loom perf --rewrite-inputs 1, and the MPI
+#         harness built with perf/anchors/mpi_rewrite_inputs.c), as a training
+#         step writes the gradients it reduces: peers that read the input
+#         directly then meet freshly written memory. Implies --blocking; not
+#         with --gloo
 #   --register: loom's buffers in shareable memory (loom perf -R 1); the
 #         anchors keep plain malloc'd buffers (they have no equivalent here)
 #   --split BYTES: sizes below it run in a sweep of their own, with buffers
@@ -31,7 +37,7 @@ root=$(cd "$here/.." && pwd)
 ANCHORS=${ANCHORS:-$root/perf/anchors}  # builds shared/anchors' MPI harness + our Gloo fix
 BUILD=${BUILD:-$root/build}
 REPEAT=3 NP=2 TRANSPORT=shm OPS=allreduce,reduce_scatter,allgather MINB=8 MAXB=256M FACTOR=8
-GLOO=0 OUT="" RT=() LOOM_REG=() SPLIT=8M BIND=none LOOM_CALLS=()
+GLOO=0 OUT="" RT=() LOOM_REG=() SPLIT=8M BIND=none LOOM_CALLS=() LOOM_REWRITE=() MPI_BIN=mpi_coll_perf
 GLOO_ALGOS=allreduce,allreduce_ring,allreduce_ring_chunked,allreduce_hd,allreduce_bcube
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -43,10 +49,14 @@ while [[ $# -gt 0 ]]; do
     --register) LOOM_REG=(-R 1); shift ;;
     --bind) BIND=$2; shift 2 ;;
     --blocking) LOOM_CALLS=(--back-to-back 1); shift ;;
-    -h|--help) sed -n 2,27p "$0"; exit 0 ;;
+    --rewrite-inputs) LOOM_CALLS=(--back-to-back 1); LOOM_REWRITE=(--rewrite-inputs 1); MPI_BIN=mpi_coll_perf_rewrite; shift ;;
+    -h|--help) sed -n 2,33p "$0"; exit 0 ;;
     *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
+if ((GLOO && ${#LOOM_REWRITE[@]})); then
+  echo "compare.sh: --rewrite-inputs has no Gloo side yet; drop --gloo" >&2; exit 2
+fi
 OUT=${OUT:-$root/perf/results/$(date +%Y%m%d-%H%M%S)-$TRANSPORT-np$NP}
 mkdir -p "$OUT"
 LOOM=$BUILD/tools/loom
@@ -112,10 +122,10 @@ for ((r = 1; r <= REPEAT; r++)); do
     : > "$OUT/loom.$op.r$r.txt"
     for sweep in "${SWEEPS[@]}"; do
       read -r b e <<<"$sweep"
-      "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/mpi_coll_perf" -b "$b" -e "$e" -f "$FACTOR" -o "$op" \
+      "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/$MPI_BIN" -b "$b" -e "$e" -f "$FACTOR" -o "$op" \
         >> "$OUT/mpi.$op.r$r.txt" 2>&1
       "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" --bind-to "$BIND" -- "$LOOM" perf "$(loom_op "$op")" -b "$b" -e "$e" \
-        -f "$FACTOR" -w 5 -n 20 "${LOOM_AS_ANCHOR[@]}" "${LOOM_REG[@]}" "${LOOM_CALLS[@]}" >> "$OUT/loom.$op.r$r.txt" 2>&1
+        -f "$FACTOR" -w 5 -n 20 "${LOOM_AS_ANCHOR[@]}" "${LOOM_REG[@]}" "${LOOM_CALLS[@]}" "${LOOM_REWRITE[@]}" >> "$OUT/loom.$op.r$r.txt" 2>&1
     done
     if [[ $op == allreduce && $lo -le 8 ]]; then
       # The latency row: 8 B with 10000 warm-up and 10000 timed iterations.
@@ -125,13 +135,13 @@ for ((r = 1; r <= REPEAT; r++)); do
       # flight at once, first-touch fresh heap for the extra operations'
       # completion states (1000 warm-up: 1.5 us out of place, 0.75 in place,
       # which reuses them; 10000: 0.74 and 0.76).
-      "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/mpi_coll_perf" -b 8 -e 8 -w 10000 -n 10000 -B 0 \
+      "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/$MPI_BIN" -b 8 -e 8 -w 10000 -n 10000 -B 0 \
         -o allreduce > "$OUT/mpi.allreduce_lat.r$r.txt" 2>&1
       "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" --bind-to "$BIND" -- "$LOOM" perf all_reduce -b 8 -e 8 \
         -w 10000 -n 10000 "${LOOM_AS_ANCHOR[@]}" > "$OUT/loom.allreduce_lat.r$r.txt" 2>&1
       # And as the anchor calls it: blocking calls back to back.
       "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" --bind-to "$BIND" -- "$LOOM" perf all_reduce -b 8 -e 8 \
-        -w 10000 -n 10000 "${LOOM_AS_ANCHOR[@]}" --back-to-back 1 > "$OUT/loom.allreduce_lat_b2b.r$r.txt" 2>&1
+        -w 10000 -n 10000 "${LOOM_AS_ANCHOR[@]}" --back-to-back 1 "${LOOM_REWRITE[@]}" > "$OUT/loom.allreduce_lat_b2b.r$r.txt" 2>&1
     fi
     if [[ $GLOO == 1 && $op == allreduce ]]; then
       # Every Gloo all-reduce algorithm: the report takes the best per size.
@@ -145,6 +155,6 @@ for ((r = 1; r <= REPEAT; r++)); do
   done
 done
 python3 "$here/compare_report.py" "$OUT" | tee "$OUT/report.txt"
-python3 "$here/plot.py" "$OUT" --title "$TRANSPORT, $NP ranks$([[ ${#LOOM_REG[@]} -gt 0 ]] && echo ', loom -R 1')$([[ $BIND == core ]] && echo ', bound')$([[ ${#LOOM_CALLS[@]} -gt 0 ]] && echo ', loom blocking')" >/dev/null ||
+python3 "$here/plot.py" "$OUT" --title "$TRANSPORT, $NP ranks$([[ ${#LOOM_REG[@]} -gt 0 ]] && echo ', loom -R 1')$([[ $BIND == core ]] && echo ', bound')$([[ ${#LOOM_CALLS[@]} -gt 0 ]] && echo ', loom blocking')$([[ ${#LOOM_REWRITE[@]} -gt 0 ]] && echo ', inputs rewritten')" >/dev/null ||
   echo "compare.sh: no plot (perf/plot.py failed)" >&2
 echo "raw tables, report.csv and plot.svg (busbw vs size) in $OUT"
