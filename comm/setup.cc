@@ -221,13 +221,14 @@ struct ShmTimings {
   double small_read_us = std::numeric_limits<double>::infinity();
   double big_read_us = small_read_us;
   double copy_us = small_read_us;
-  double fifo_us = small_read_us;  // infinite without a ring
+  double fifo_us = small_read_us;         // infinite without a ring
+  double fifo_stream_us = small_read_us;  // the same, every sender streaming
 };
 
 // Interleaved, so that all of them see the same phase of a noisy machine.
 Result<ShmTimings> TimeShm(const ShmConnection& shm, uint64_t remote,
-                           const std::optional<HostRing>& ring, Connection* next, Connection* prev,
-                           Deadline deadline) {
+                           const std::optional<HostRing>& ring, ShmConnection* next,
+                           Connection* prev, Deadline deadline) {
   thread_local std::vector<char> dst(kReadProbeBytes);
   ShmTimings t;
   auto time_us = [](auto&& once, double* best) -> Status {
@@ -249,18 +250,36 @@ Result<ShmTimings> TimeShm(const ShmConnection& shm, uint64_t remote,
         },
         &t.copy_us));
     if (ring) {
-      LOOM_TRY(time_us([&] { return FifoRingStep(*next, *prev, *ring, dst.data(), deadline); },
-                       &t.fifo_us));
+      // Each rank of the ring times the same two steps in the same order,
+      // so in each all senders store alike.
+      for (const bool stream : {false, true}) {
+        next->set_streaming_sends(stream);
+        LOOM_TRY(time_us([&] { return FifoRingStep(*next, *prev, *ring, dst.data(), deadline); },
+                         stream ? &t.fifo_stream_us : &t.fifo_us));
+      }
+      next->set_streaming_sends(false);
     }
   }
   return t;
 }
 
+// LOOM_SHM_STREAM: "1" or "0" forces streaming sends on or off; "" (nullopt)
+// leaves it to setup's timing. Anything else is kInvalidArgument naming it.
+Result<std::optional<bool>> ParseShmStream(const std::string& text) {
+  if (text.empty()) return std::optional<bool>();
+  if (text == "0" || text == "1") return std::optional<bool>(text == "1");
+  return InvalidArgument("LOOM_SHM_STREAM: expected 0, 1 or nothing (setup decides), got '" +
+                         text + "'");
+}
+
 // The price of single-copy reads from a rank's timings: against its FIFOs as
-// timed, or without a ring against kFifoShareOfMemcpy of its memcpy.
-topology::PeerReadPrice PriceShmTimings(const ShmTimings& t) {
+// timed (streaming or not, as its sends will), or without a ring against
+// kFifoShareOfMemcpy of its memcpy.
+topology::PeerReadPrice PriceShmTimings(const ShmTimings& t, bool stream) {
   const bool timed_fifos = std::isfinite(t.fifo_us);
-  const double fifo_us = timed_fifos ? t.fifo_us : t.copy_us / topology::kFifoShareOfMemcpy;
+  const double fifo_us = !timed_fifos ? t.copy_us / topology::kFifoShareOfMemcpy
+                         : stream     ? t.fifo_stream_us
+                                      : t.fifo_us;
   const topology::PeerReadPrice c =
       topology::PricePeerReads(kReadProbeSmallBytes, t.small_read_us, kReadProbeBytes,
                                t.big_read_us, kReadProbeBytes, fifo_us, kShmFifoGbs);
@@ -268,18 +287,23 @@ topology::PeerReadPrice PriceShmTimings(const ShmTimings& t) {
             "single-copy reads: 64 KiB %.1f us, 1 MiB %.1f us; FIFOs 1 MiB %.1f us (%s), "
             "memcpy 1 MiB %.1f us: priced %.1f GB/s + %.1f us per call (FIFOs %.1f GB/s)",
             t.small_read_us, t.big_read_us, fifo_us,
-            timed_fifos ? "a ring step" : "memcpy's share", t.copy_us, c.gbs, c.setup_us,
+            !timed_fifos ? "memcpy's share" : stream ? "a streamed ring step" : "a ring step",
+            t.copy_us, c.gbs, c.setup_us,
             kShmFifoGbs);
   return c;
 }
 
-// A rank's price of single-copy reads, kept once per process for each kind
-// of peer (a thread of this process, read with memcpy, or another process,
-// read with process_vm_readv) and reused by every later communicator (Split,
-// a second init) whose ranks all have one: timing costs a few ms, and the
-// host does not change.
-std::optional<topology::PeerReadPrice>& CachedPeerReadPrice(bool same_process) {
-  static std::optional<topology::PeerReadPrice> cache[2];
+// What a rank found at setup, kept once per process for each kind of peer (a
+// thread of this process, read with memcpy, or another process, read with
+// process_vm_readv) and reused by every later communicator (Split, a second
+// init) whose ranks all have it: timing costs a few ms, and the host does
+// not change. The price of single-copy reads, and whether sends stream.
+struct ShmSetupFindings {
+  topology::PeerReadPrice price;
+  bool stream = false;
+};
+std::optional<ShmSetupFindings>& CachedShmFindings(bool same_process) {
+  static std::optional<ShmSetupFindings> cache[2];
   return cache[same_process ? 1 : 0];
 }
 std::mutex& PeerReadPriceMutex() {
@@ -291,11 +315,13 @@ std::mutex& PeerReadPriceMutex() {
 // and the feature is on only if every rank of the communicator succeeded
 // (algorithms must agree on whether to use it). Each rank prices the reads
 // from its own timings (TimeShm) of its ring neighbour, unless
-// LOOM_SHM_READ_PRICE names the price or this process timed them before; when
-// any rank must time, every rank of a host ring times, so that the FIFO
-// steps have both ends. The job prices reads at the slowest rate and the
-// largest fixed cost any rank found. Returns that job-wide verdict and
-// price, the same on every rank that calls it.
+// LOOM_SHM_READ_PRICE names the price or this process timed them before, and
+// from the same timings decides whether its sends stream into the FIFOs,
+// unless LOOM_SHM_STREAM says or this process decided before. When any rank
+// must time, every rank of a host ring times, so that the FIFO steps have
+// both ends. The job prices reads at the slowest rate and the largest fixed
+// cost any rank found. Returns that job-wide verdict and price, the same on
+// every rank that calls it.
 Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
                                                  const std::vector<int>& shm_peers,
                                                  const std::vector<PeerInfo>& peers,
@@ -304,6 +330,10 @@ Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
                                                  Deadline deadline) {
   LOOM_ASSIGN_OR_RETURN(const std::optional<topology::PeerReadPrice> fixed_price,
                         topology::ParsePeerReadPrice(params::kShmReadPrice.Get()));
+  LOOM_ASSIGN_OR_RETURN(std::optional<bool> stream, ParseShmStream(params::kShmStream.Get()));
+  auto stream_sends = [&](bool on) {
+    for (int p : shm_peers) static_cast<ShmConnection*>(conns[p].get())->set_streaming_sends(on);
+  };
   bool ok = params::kShmSingleCopy.Get();
   std::string why = ok ? "" : "LOOM_SHM_SINGLE_COPY=0";
 
@@ -322,16 +352,21 @@ Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
   const int read_peer = ring ? ring->next : (shm_peers.empty() ? -1 : shm_peers.front());
   const bool same_process = read_peer >= 0 && peers[read_peer].pid == getpid();
   std::optional<topology::PeerReadPrice> known = fixed_price;
-  if (!known && read_peer >= 0) {
+  if (read_peer >= 0) {
     std::lock_guard<std::mutex> lock(PeerReadPriceMutex());
-    known = CachedPeerReadPrice(same_process);
-    if (known && ok) {
-      LOOM_INFO(log::kInit | log::kShm,
-                "single-copy reads: priced %.1f GB/s + %.1f us per call, as measured earlier in "
-                "this process",
-                known->gbs, known->setup_us);
+    if (const std::optional<ShmSetupFindings>& earlier = CachedShmFindings(same_process)) {
+      if (!stream) stream = earlier->stream;
+      if (!known && ok) {
+        LOOM_INFO(log::kInit | log::kShm,
+                  "single-copy reads: priced %.1f GB/s + %.1f us per call, as measured earlier "
+                  "in this process",
+                  earlier->price.gbs, earlier->price.setup_us);
+      }
+      if (!known) known = earlier->price;
     }
   }
+  if (!ring && !stream) stream = false;  // no ring step to time streaming with
+  if (stream) stream_sends(*stream);
   // Round one: "0" (no single-copy reads), "1" (no shm peer), "1 t" (must
   // time), or "1 GBS US" (a price known without timing).
   auto price_text = [](const topology::PeerReadPrice& p) {
@@ -339,7 +374,10 @@ Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
     std::snprintf(buf, sizeof buf, "1 %.6g %.6g", p.gbs, p.setup_us);
     return std::string(buf);
   };
-  std::string verdict = !ok ? "0" : read_peer < 0 ? "1" : known ? price_text(*known) : "1 t";
+  std::string verdict = !ok                ? "0"
+                        : read_peer < 0    ? "1"
+                        : known && stream  ? price_text(*known)
+                                           : "1 t";
   LOOM_ASSIGN_OR_RETURN(auto all, exchange.AllGather("single-copy", verdict, deadline));
   bool everyone = true, anyone_times = false;
   for (const std::string& v : all) {
@@ -356,18 +394,24 @@ Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
 
   if (anyone_times) {
     // Every rank with a same-host peer times (those of a ring all together),
-    // and those without a known price take what they timed.
+    // and takes what it timed for what it did not know.
     if (read_peer >= 0) {
       auto* shm = static_cast<ShmConnection*>(conns[read_peer].get());
-      Connection* next = ring ? conns[ring->next].get() : nullptr;
+      auto* next = ring ? static_cast<ShmConnection*>(conns[ring->next].get()) : nullptr;
       Connection* prev = ring ? conns[ring->prev].get() : nullptr;
       Result<ShmTimings> t = TimeShm(*shm, peers[read_peer].read_probe, ring, next, prev, deadline);
       if (!t.ok()) return t.status().WithContext("rank " + std::to_string(rank));
-      if (!known) {
-        known = PriceShmTimings(*t);
-        std::lock_guard<std::mutex> lock(PeerReadPriceMutex());
-        CachedPeerReadPrice(same_process) = known;
+      if (!stream) {
+        stream = t->fifo_stream_us < t->fifo_us;
+        LOOM_INFO(log::kInit | log::kShm,
+                  "shared-memory FIFOs: a 1 MiB ring step took %.1f us, %.1f us with streaming "
+                  "stores: sends %s",
+                  t->fifo_us, t->fifo_stream_us, *stream ? "stream" : "go through the cache");
       }
+      if (!known) known = PriceShmTimings(*t, *stream);
+      stream_sends(*stream);
+      std::lock_guard<std::mutex> lock(PeerReadPriceMutex());
+      CachedShmFindings(same_process) = ShmSetupFindings{*known, *stream};
     }
     verdict = known ? price_text(*known) : "1";
     LOOM_ASSIGN_OR_RETURN(all, exchange.AllGather("single-copy-price", verdict, deadline));
@@ -389,7 +433,7 @@ Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
 // TCP stream ~1.5 GB/s were measured on the development VM; the IB figures
 // are an assumption (a 100 Gb/s port behind RDMA latency), never measured.
 // Single-copy reads (process_vm_readv) are priced as setup measured them on
-// this host (MeasurePeerRead); shareable buffers (AllocShared) switch to
+// this host (EnableSingleCopy); shareable buffers (AllocShared) switch to
 // Direct whatever the price, NCCL_ALGO and LOOM_TUNE can force it.
 topology::LinkCost LinkCostOf(TransportKind kind, const topology::PeerReadPrice& reads) {
   switch (kind) {

@@ -753,6 +753,30 @@ TEST(ShmTransport, EveryRecordIsAHeaderLineAndItsPayloadInWholeLines) {
   }
 }
 
+// Streaming sends (non-temporal stores into the FIFO) deliver every byte:
+// pieces on both sides of the threshold, a source off its alignment, and
+// messages larger than the FIFO, which wrap around it.
+TEST(ShmTransport, StreamingSendsDeliverEveryByte) {
+  auto p = MakePair(Kind::kShm);
+  auto* shm = dynamic_cast<ShmConnection*>(p->engine[0]->connection(1));
+  ASSERT_NE(shm, nullptr);
+  shm->set_streaming_sends(true);
+  ASSERT_TRUE(shm->streaming_sends());
+  for (size_t bytes : {size_t{100}, ShmConnection::kStreamSendMinBytes - 1,
+                       ShmConnection::kStreamSendMinBytes, size_t{65536 + 8},
+                       size_t{(3 << 20) + 5}}) {
+    for (size_t skew : {size_t{0}, size_t{3}}) {
+      std::vector<uint8_t> a(bytes + skew), b(bytes, 0);
+      for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>(i * 131 + bytes);
+      SendRecvResult r = SendOne(*p, a.data() + skew, b.data(), bytes);
+      ASSERT_TRUE(r.send.ok()) << r.send.ToString();
+      ASSERT_TRUE(r.recv.ok()) << r.recv.ToString();
+      EXPECT_TRUE(std::equal(b.begin(), b.end(), a.begin() + static_cast<ptrdiff_t>(skew)))
+          << bytes << " bytes, source skewed by " << skew;
+    }
+  }
+}
+
 TEST(ShmTransport, NoSegmentIsLeftInDevShm) {
   auto p = MakePair(Kind::kShm);
   std::string prefix = "/dev/shm/loom-t" + std::to_string(getpid());

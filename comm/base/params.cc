@@ -219,6 +219,10 @@ const BoolParam kShmSingleCopy("SHM_SINGLE_COPY", "1", false,
 const StringParam kShmReadPrice("SHM_READ_PRICE", "", false,
     "GBS[,US]: price single-copy reads at GBS GB/s plus US us per read (default 20) in the cost "
     "model instead of timing them at setup; empty = time them");
+const StringParam kShmStream("SHM_STREAM", "", false,
+    "Senders write messages of 4 KiB and more into the shared-memory FIFOs with streaming "
+    "(non-temporal) stores: 1 = always, 0 = never, empty = as setup's timing of a ring step "
+    "through the FIFOs each way finds faster");
 const BoolParam kShmSmall("SHM_SMALL", "1", false,
     "One-host communicators run collectives of at most 1 KiB per rank through a slot per rank "
     "in shared memory instead of messages; 0 = always messages");
@@ -259,6 +263,7 @@ const std::vector<const Param*>& All() {
       &kShmDisable,
       &kShmSingleCopy,
       &kShmReadPrice,
+      &kShmStream,
       &kShmSmall,
       &kP2pDisable,
       &kP2pLevel,

@@ -77,6 +77,7 @@ extern const IntParam kNsocksPerthread;
 extern const BoolParam kShmDisable;
 extern const BoolParam kShmSingleCopy;
 extern const StringParam kShmReadPrice;
+extern const StringParam kShmStream;
 extern const BoolParam kShmSmall;
 extern const BoolParam kP2pDisable;
 extern const StringParam kP2pLevel;

@@ -72,11 +72,14 @@ shm_read_price)
     fail "the ranks priced reads differently"
   # ... against the FIFOs as a ring step through them timed them, also on a
   # ring of 3 (each rank sends to one neighbour and receives from the other).
-  [ "$(grep -c 'FIFOs 1 MiB [0-9.]* us (a ring step)' "$tmp/measured")" = 2 ] ||
+  [ "$(grep -c 'FIFOs 1 MiB [0-9.]* us (a \(streamed \)\?ring step)' "$tmp/measured")" = 2 ] ||
     fail "not every rank timed the FIFOs"
+  # ... each way, and chose how its sends store into them.
+  [ "$(grep -c 'shared-memory FIFOs: a 1 MiB ring step took [0-9.]* us, [0-9.]* us with streaming stores: sends' \
+      "$tmp/measured")" = 2 ] || fail "not every rank chose how to send"
   NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT "$LOOM" run -np 3 -- "$LOOM" perf all_gather -b 3M -e 3M \
     -n 2 -w 1 >"$tmp/three" 2>&1 || fail "perf -np 3 exited $?"
-  [ "$(grep -c 'FIFOs 1 MiB [0-9.]* us (a ring step)' "$tmp/three")" = 3 ] ||
+  [ "$(grep -c 'FIFOs 1 MiB [0-9.]* us (a \(streamed \)\?ring step)' "$tmp/three")" = 3 ] ||
     fail "not every rank of 3 timed the FIFOs"
   [ "$(grep -o 'peer reads [0-9.]* GB/s + [0-9.]* us' "$tmp/three" | sort -u | wc -l)" = 1 ] ||
     fail "3 ranks priced reads differently"
@@ -93,6 +96,18 @@ shm_read_price)
   grep -q 'peer reads 4.0 GB/s + 20.0 us' "$tmp/fixed" || fail "LOOM_SHM_READ_PRICE=4 not in the job line"
   grep -q 'AllGather 1048576 bytes on 2 ranks: Ring by cost model' "$tmp/fixed" ||
     fail "reads priced below the FIFOs still picked Direct"
+  # LOOM_SHM_STREAM=1 or 0 decides without timing the FIFOs' two ways (with
+  # the price named too, nothing is timed); either way the data checks out.
+  for stream in 0 1; do
+    LOOM_SHM_STREAM=$stream LOOM_SHM_READ_PRICE=4 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT "$LOOM" run -np 2 -- \
+      "$LOOM" perf all_reduce -b 4K -e 4M -f 32 -n 2 -w 1 >"$tmp/stream.$stream" 2>&1 ||
+      fail "perf with LOOM_SHM_STREAM=$stream exited $?"
+    ! grep -q FAILED "$tmp/stream.$stream" || fail "a check failed with LOOM_SHM_STREAM=$stream"
+    ! grep -q 'with streaming stores' "$tmp/stream.$stream" || fail "LOOM_SHM_STREAM=$stream still timed"
+  done
+  LOOM_SHM_STREAM=yes "$LOOM" run -np 2 -- "$LOOM" perf all_gather -b 8 -e 8 -n 1 -w 0 \
+    >"$tmp/badstream" 2>&1 && fail "a malformed LOOM_SHM_STREAM was accepted"
+  grep -q "LOOM_SHM_STREAM: expected 0, 1 or nothing" "$tmp/badstream" || fail "the error does not name LOOM_SHM_STREAM"
   LOOM_SHM_READ_PRICE=fast "$LOOM" run -np 2 -- "$LOOM" perf all_gather -b 8 -e 8 -n 1 -w 0 \
     >"$tmp/bad" 2>&1 && fail "a malformed LOOM_SHM_READ_PRICE was accepted"
   grep -q "LOOM_SHM_READ_PRICE: expected GBS or GBS,US" "$tmp/bad" || fail "the error does not name the knob"

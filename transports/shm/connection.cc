@@ -322,7 +322,12 @@ bool ShmConnection::ProgressSend() {
       }
       uint64_t pos = head_ % cap_out_;
       uint64_t n = std::min<uint64_t>({cap_out_ - pos, free, allowed - t->done});
-      CopyBytes(out_data_ + pos, static_cast<const char*>(t->src) + t->done, n);
+      const char* from = static_cast<const char*>(t->src) + t->done;
+      if (stream_sends_ && n >= kStreamSendMinBytes) {
+        StreamingCopy(out_data_ + pos, from, n);  // fenced before head is published
+      } else {
+        CopyBytes(out_data_ + pos, from, n);
+      }
       head_ += n;
       free -= n;
       t->done += n;

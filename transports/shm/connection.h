@@ -91,6 +91,15 @@ class ShmConnection final : public Connection {
   // Enables ReadPeer once setup has verified (on every rank) that the peer's
   // memory is readable: same process, or cross-memory attach permitted.
   void EnablePeerRead() { peer_read_ = true; }
+  // Sends write pieces of kStreamSendMinBytes or more into the FIFO with
+  // streaming stores (StreamingCopy): the receiver then reads them from
+  // memory instead of from this core's cache, which on the AMD development
+  // VM, with its vCPUs apart, made 2-rank ring collectives of 8 KiB-16 MiB
+  // 1.4-2.3x faster (docs/PERFORMANCE.md). Setup decides (LOOM_SHM_STREAM).
+  // Call between transfers, from the thread that progresses this connection.
+  void set_streaming_sends(bool on) { stream_sends_ = on; }
+  bool streaming_sends() const { return stream_sends_; }
+  static constexpr size_t kStreamSendMinBytes = 4096;
   // Tries one read of `bytes` at `remote` (setup's probe); no state change.
   Status ProbePeerRead(void* dst, uint64_t remote, size_t bytes) const;
   // process_vm_readv of `bytes` at `remote` into dst, to the last byte.
@@ -121,6 +130,7 @@ class ShmConnection final : public Connection {
   uint64_t head_ = 0, tail_ = 0;
   uint64_t cached_out_tail_ = 0, cached_in_head_ = 0;
   bool peer_read_ = false;
+  bool stream_sends_ = false;
   struct PeerMapping {
     uint64_t serial;
     uint64_t base;  // in the peer
