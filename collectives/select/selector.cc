@@ -382,8 +382,9 @@ double CostModel::PredictUs(OpKind kind, Algo algo, size_t bytes) const {
         // (the peers' parts of my block, which I reduce, in pieces, then
         // their final blocks, just written, a read each). On the Intel VM,
         // 2 ranks, it beat the ring by 1.2-1.3x from 2 MiB out of place,
-        // tied at 256 KiB; on the AMD VM it ties with the ring from 512 KiB
-        // and loses at 128 KiB (docs/PERFORMANCE.md).
+        // tied at 256 KiB; on the AMD VM it lost to the ring at every size
+        // once the inputs were rewritten before each call, as a trainer's
+        // are (docs/PERFORMANCE.md).
         case Algo::kDirect:
           return 3.0 * a + (n - 1) * (reduce_reads(s / n) + 1) * read_setup_us +
                  (n - 1.0) / n * (r_us + fresh_us) + reduce_us((n - 1.0) / n * s);
