@@ -22,6 +22,7 @@
 #include "comm/device_ipc.h"
 #include "comm/device_path.h"
 #include "comm/status_port.h"
+#include "comm/stream_chooser.h"
 #include "loom/loom.hpp"
 #include "transports/engine.h"
 #include "transports/shm/context.h"
@@ -148,6 +149,13 @@ class Communicator::Impl {
   HierGroups hier_;             // this rank's groups; set when hosts have equal rank counts
   uint64_t secret_ = 0;
   bool single_copy_ = false;  // every same-host peer's memory is directly readable
+  // Whether sends into the shared-memory FIFOs stream, chosen per call from
+  // the times of this rank's collectives (stream_chooser.h); null when
+  // LOOM_SHM_STREAM forces a way or the rank has no shared-memory peer.
+  std::unique_ptr<StreamChooser> stream_chooser_;
+  std::vector<ShmConnection*> shm_conns_;  // owned by engine_
+  bool streaming_ = false;                 // the way shm_conns_ send now
+  void SetStreaming(bool on);
   std::string bind_address_;  // local address of the chosen interface (for Split's stores)
   int split_count_ = 0;
 

@@ -2,9 +2,11 @@
 // running a batch (Execute) and one operation (RunOne) on the algorithm
 // SelectAlgo picks (Choose caches the pick). The queue and the worker that
 // call these are in communicator.cc.
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "collectives/reduce/reduce.h"
 #include "comm/base/coarse_clock.h"
@@ -241,6 +243,13 @@ Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
              : c.source == Choice::Source::kModel ? "cost model"
                                                   : "fallback",
              DescribeEstimates(a.kind, bytes, cost_).c_str());
+  std::optional<StreamChooser::Plan> plan;
+  std::chrono::steady_clock::time_point start;
+  if (stream_chooser_) {
+    plan = stream_chooser_->Next(a.kind, bytes);
+    SetStreaming(plan->stream);
+    if (plan->slot >= 0) start = std::chrono::steady_clock::now();
+  }
   Status s;
   bool ran = false;
   if (cached.ask_direct) {
@@ -252,9 +261,35 @@ Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
     s = c.algo == Algo::kHierarchical ? HierarchicalAllReduce(*engine_, hier_, a, deadline)
                                       : RunAlgorithm(*engine_, rank, c.algo, a, scratch_, deadline);
   }
-  if (s.ok()) return s;
-  return s.WithContext(std::string(OpKindName(a.kind)) + " on rank " + std::to_string(rank) + " (" +
-                       host + ")");
+  if (!s.ok()) {
+    return s.WithContext(std::string(OpKindName(a.kind)) + " on rank " + std::to_string(rank) +
+                         " (" + host + ")");
+  }
+  if (plan && plan->slot >= 0) {
+    const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
+    const std::optional<StreamChooser::Exploration> found =
+        stream_chooser_->Record(*plan, bytes, took.count());
+    if (found) {
+      const char* kept = found->switched != found->stream ? "streaming" : "the cache";
+      const char* other = found->switched != found->stream ? "the cache" : "streaming";
+      // Switches are rare and matter (INFO); every exploration is TRACE.
+      LOOM_LOG(found->switched ? log::Level::kInfo : log::Level::kTrace, log::kShm | log::kTuning,
+               "%s of %zu bytes: sends into the shared-memory FIFOs through %s %.3f ns/B, "
+               "through %s %.3f ns/B (explored): %s",
+               OpKindName(a.kind), bytes, kept, found->kept_ns_per_byte, other,
+               found->other_ns_per_byte,
+               !found->switched ? "kept"
+               : found->stream  ? "they stream from now on"
+                                : "they go through the cache from now on");
+    }
+  }
+  return s;
+}
+
+void Communicator::Impl::SetStreaming(bool on) {
+  if (on == streaming_) return;
+  streaming_ = on;
+  for (ShmConnection* c : shm_conns_) c->set_streaming_sends(on);
 }
 
 // SelectAlgo is pure for a communicator (its model, NCCL_ALGO and LOOM_TUNE

@@ -375,6 +375,15 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
                                            SameHostShmRing(rank, host_ids, transports), conns,
                                            deadline));
     impl->single_copy_ = job_single_copy.gbs > 0 && !shm_peers.empty();
+    for (int p : shm_peers) impl->shm_conns_.push_back(static_cast<ShmConnection*>(conns[p].get()));
+    if (!impl->shm_conns_.empty()) {
+      // Setup's way (timed, or this process's earlier finding) to start
+      // from; LOOM_SHM_STREAM, checked by EnableSingleCopy, forces one.
+      impl->streaming_ = impl->shm_conns_.front()->streaming_sends();
+      if (params::kShmStream.Get().empty()) {
+        impl->stream_chooser_ = std::make_unique<StreamChooser>(impl->streaming_);
+      }
+    }
   }
   if (!tcp_peers.empty()) {
     std::vector<std::string> addrs;

@@ -43,8 +43,9 @@ const char* ReadProbeRegion();
 // (algorithms must agree on whether to use it). Each rank prices the reads
 // from its own timings (TimeShm) of its ring neighbour, unless
 // LOOM_SHM_READ_PRICE names the price or this process timed them before, and
-// from the same timings decides whether its sends stream into the FIFOs,
-// unless LOOM_SHM_STREAM says or this process decided before. When any rank
+// from the same timings decides whether its sends start streaming into the
+// FIFOs (the communicator's StreamChooser takes over from there), unless
+// LOOM_SHM_STREAM says or this process decided before. When any rank
 // must time, every rank of a host ring times, so that the FIFO steps have
 // both ends. The job prices reads at the slowest rate and the largest fixed
 // cost any rank found. Returns that job-wide verdict and price, the same on

@@ -221,8 +221,9 @@ const StringParam kShmReadPrice("SHM_READ_PRICE", "", false,
     "model instead of timing them at setup; empty = time them");
 const StringParam kShmStream("SHM_STREAM", "", false,
     "Senders write messages of 4 KiB and more into the shared-memory FIFOs with streaming "
-    "(non-temporal) stores: 1 = always, 0 = never, empty = as setup's timing of a ring step "
-    "through the FIFOs each way finds faster");
+    "(non-temporal) stores: 1 = always, 0 = never, empty = start as setup's timing of a ring "
+    "step through the FIFOs each way finds faster, then keep the way each collective and size "
+    "was faster in its own timed calls");
 const BoolParam kShmSmall("SHM_SMALL", "1", false,
     "One-host communicators run collectives of at most 1 KiB per rank through a slot per rank "
     "in shared memory instead of messages; 0 = always messages");

@@ -98,12 +98,28 @@ shm_read_price)
     fail "reads priced below the FIFOs still picked Direct"
   # LOOM_SHM_STREAM=1 or 0 decides without timing the FIFOs' two ways (with
   # the price named too, nothing is timed); either way the data checks out.
+  # Nor do collectives explore the other way then.
   for stream in 0 1; do
-    LOOM_SHM_STREAM=$stream LOOM_SHM_READ_PRICE=4 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT "$LOOM" run -np 2 -- \
-      "$LOOM" perf all_reduce -b 4K -e 4M -f 32 -n 2 -w 1 >"$tmp/stream.$stream" 2>&1 ||
+    LOOM_SHM_STREAM=$stream LOOM_SHM_READ_PRICE=4 NCCL_DEBUG=TRACE NCCL_DEBUG_SUBSYS=INIT,TUNING \
+      "$LOOM" run -np 2 -- "$LOOM" perf all_reduce -b 4K -e 4M -f 32 -n 8 -w 1 >"$tmp/stream.$stream" 2>&1 ||
       fail "perf with LOOM_SHM_STREAM=$stream exited $?"
     ! grep -q FAILED "$tmp/stream.$stream" || fail "a check failed with LOOM_SHM_STREAM=$stream"
     ! grep -q 'with streaming stores' "$tmp/stream.$stream" || fail "LOOM_SHM_STREAM=$stream still timed"
+    ! grep -q '(explored)' "$tmp/stream.$stream" || fail "LOOM_SHM_STREAM=$stream still explored"
+  done
+  # Without it, every rank times its collectives and now and then sends a
+  # few calls the other way (stream_chooser.h); the data checks out across
+  # the changes of way, each checked size of every op.
+  NCCL_DEBUG=TRACE NCCL_DEBUG_SUBSYS=TUNING "$LOOM" run -np 2 -- "$LOOM" perf all -b 64K -e 1M -f 16 \
+    -n 12 -w 1 >"$tmp/explore" 2>&1 || fail "perf all with explorations exited $?"
+  ! grep -q FAILED "$tmp/explore" || fail "a check failed while sends changed way"
+  # (Sizes per rank's buffer: reduce-scatter, all-gather and all-to-all
+  # count a rank's block.)
+  for op in AllReduce:1048576 ReduceScatter:524288 AllGather:524288 AllToAll:524288 \
+            Broadcast:1048576 Reduce:1048576; do
+    [ "$(grep "${op%:*} of ${op#*:} bytes: sends into the shared-memory FIFOs through" "$tmp/explore" |
+         grep -o '^[^ ]*:[0-9]*:' | sort -u | wc -l)" = 2 ] ||
+      fail "not both ranks explored the other way for ${op%:*} of ${op#*:} bytes"
   done
   LOOM_SHM_STREAM=yes "$LOOM" run -np 2 -- "$LOOM" perf all_gather -b 8 -e 8 -n 1 -w 0 \
     >"$tmp/badstream" 2>&1 && fail "a malformed LOOM_SHM_STREAM was accepted"
