@@ -362,6 +362,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   Doorbell* doorbell = nullptr;
   // Every rank's shm peers are readable at this price (gbs > 0), the same everywhere.
   topology::PeerReadPrice job_single_copy;
+  bool stream_clear = false;  // setup found one way of sending into the FIFOs clearly faster
   if (any_shm_pair) {
     const std::string tag = Hex(secret) + "-" + std::to_string(store_port);
     LOOM_ASSIGN_OR_RETURN(impl->shm_,
@@ -373,7 +374,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     LOOM_ASSIGN_OR_RETURN(job_single_copy,
                           EnableSingleCopy(*impl->store_, rank, shm_peers, read_probes, pids,
                                            SameHostShmRing(rank, host_ids, transports), conns,
-                                           deadline));
+                                           deadline, &stream_clear));
     impl->single_copy_ = job_single_copy.gbs > 0 && !shm_peers.empty();
     for (int p : shm_peers) impl->shm_conns_.push_back(static_cast<ShmConnection*>(conns[p].get()));
     if (!impl->shm_conns_.empty()) {
@@ -381,7 +382,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
       // from; LOOM_SHM_STREAM, checked by EnableSingleCopy, forces one.
       impl->streaming_ = impl->shm_conns_.front()->streaming_sends();
       if (params::kShmStream.Get().empty()) {
-        impl->stream_chooser_ = std::make_unique<StreamChooser>(impl->streaming_);
+        impl->stream_chooser_ = std::make_unique<StreamChooser>(impl->streaming_, stream_clear);
       }
     }
   }

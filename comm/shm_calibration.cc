@@ -185,6 +185,7 @@ topology::PeerReadPrice PriceShmTimings(const ShmTimings& t, bool stream) {
 struct ShmSetupFindings {
   topology::PeerReadPrice price;
   bool stream = false;
+  bool stream_clear = false;  // one way was kClearStreamMargin faster
 };
 std::optional<ShmSetupFindings>& CachedShmFindings(bool same_process) {
   static std::optional<ShmSetupFindings> cache[2];
@@ -203,7 +204,8 @@ Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
                                                  const std::vector<int>& pids,
                                                  const std::optional<HostRing>& ring,
                                                  std::vector<std::unique_ptr<Connection>>& conns,
-                                                 Deadline deadline) {
+                                                 Deadline deadline, bool* stream_clear) {
+  *stream_clear = false;
   LOOM_ASSIGN_OR_RETURN(const std::optional<topology::PeerReadPrice> fixed_price,
                         topology::ParsePeerReadPrice(params::kShmReadPrice.Get()));
   LOOM_ASSIGN_OR_RETURN(std::optional<bool> stream, ParseShmStream(params::kShmStream.Get()));
@@ -231,7 +233,10 @@ Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
   if (read_peer >= 0) {
     std::lock_guard<std::mutex> lock(PeerReadPriceMutex());
     if (const std::optional<ShmSetupFindings>& earlier = CachedShmFindings(same_process)) {
-      if (!stream) stream = earlier->stream;
+      if (!stream) {
+        stream = earlier->stream;
+        *stream_clear = earlier->stream_clear;
+      }
       if (!known && ok) {
         LOOM_INFO(log::kInit | log::kShm,
                   "single-copy reads: priced %.1f GB/s + %.1f us per call, as measured earlier "
@@ -281,6 +286,8 @@ Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
       if (!t.ok()) return t.status().WithContext("rank " + std::to_string(rank));
       if (!stream) {
         stream = t->fifo_stream_us < t->fifo_us;
+        *stream_clear = std::max(t->fifo_stream_us, t->fifo_us) >
+                        kClearStreamMargin * std::min(t->fifo_stream_us, t->fifo_us);
         LOOM_INFO(log::kInit | log::kShm,
                   "shared-memory FIFOs: a 1 MiB ring step took %.1f us, %.1f us with streaming "
                   "stores: sends %s",
@@ -289,7 +296,7 @@ Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
       if (!known) known = PriceShmTimings(*t, *stream);
       stream_sends(*stream);
       std::lock_guard<std::mutex> lock(PeerReadPriceMutex());
-      CachedShmFindings(same_process) = ShmSetupFindings{*known, *stream};
+      CachedShmFindings(same_process) = ShmSetupFindings{*known, *stream, *stream_clear};
     }
     verdict = known ? price_text(*known) : "1";
     LOOM_ASSIGN_OR_RETURN(all, exchange.AllGather("single-copy-price", verdict, deadline));

@@ -52,12 +52,15 @@ const char* ReadProbeRegion();
 // every rank that calls it.
 // `conns[p]` is a ShmConnection for every p in `shm_peers`; `read_probes[p]`
 // and `pids[p]` are rank p's ReadProbeRegion() and process id.
+// `*stream_clear`: this rank's timing (now or earlier in this process) found
+// one way of sending kClearStreamMargin faster than the other.
 Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
                                                  const std::vector<int>& shm_peers,
                                                  const std::vector<uint64_t>& read_probes,
                                                  const std::vector<int>& pids,
                                                  const std::optional<HostRing>& ring,
                                                  std::vector<std::unique_ptr<Connection>>& conns,
-                                                 Deadline deadline);
+                                                 Deadline deadline, bool* stream_clear);
+inline constexpr double kClearStreamMargin = 1.5;
 
 }  // namespace loom

@@ -27,7 +27,7 @@ StreamChooser::Plan StreamChooser::Next(OpKind kind, size_t bytes) {
   if (!c.init) {
     c.init = true;
     c.way = latest_;
-    c.next_explore = kFirstExplore;
+    c.next_explore = first_explore_;
     c.way_recent.fill(kUnseen);
     c.other_best = kUnseen;
   }
@@ -62,14 +62,16 @@ std::optional<StreamChooser::Exploration> StreamChooser::Record(const Plan& plan
   if (found.switched) {
     c.way = !c.way;
     ++switches_;
-    c.period = kMinPeriod;
+    c.period = kRecheckPeriod;
     c.after_explore = false;  // the next call goes on the way just timed
     c.way_recent.fill(kUnseen);
     c.way_recent[0] = c.other_best;
     c.way_next = 1;
   } else {
+    // A clear loss makes the next exploration rarer (from a recheck's short
+    // period straight to twice the usual); a near thing keeps looking.
     c.period = c.other_best > found.kept_ns_per_byte * kClearLoss
-                   ? std::min(c.period * 2, kMaxPeriod)
+                   ? std::min(std::max(c.period, kMinPeriod) * 2, kMaxPeriod)
                    : kMinPeriod;
     c.after_explore = true;
   }

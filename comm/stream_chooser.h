@@ -35,9 +35,16 @@ class StreamChooser {
   // An exploration: kExploreCalls calls the other way, the first not counted
   // (it meets the state the old way left behind).
   static constexpr uint32_t kExploreCalls = 3;
-  static constexpr uint32_t kFirstExplore = 3;  // calls of a class before its first
-  static constexpr uint32_t kMinPeriod = 16;    // calls between explorations, at first
-  static constexpr uint32_t kMaxPeriod = 128;   // ... and after losing explorations
+  // Calls of a class before its first exploration: the way kept is judged
+  // by the fastest of them, and the first calls of a process are often slow
+  // for reasons of their own (ranks arriving apart, pages touched first).
+  static constexpr uint32_t kFirstExplore = 4;
+  static constexpr uint32_t kSettledFirstExplore = 64;
+  static constexpr uint32_t kMinPeriod = 16;   // calls between explorations, at first
+  static constexpr uint32_t kMaxPeriod = 128;  // ... and after losing explorations
+  // After a switch the old way is explored again this soon, so that a
+  // switch on a noisy finding costs a few calls, not a period.
+  static constexpr uint32_t kRecheckPeriod = 4;
   // The other way must be this much faster to take over (noise margin).
   static constexpr double kSwitchGain = 0.95;
   // An exploration that was this much slower makes the next one rarer.
@@ -45,7 +52,12 @@ class StreamChooser {
   // The way kept is judged by the fastest of its last kRecent counted calls.
   static constexpr uint32_t kRecent = 4;
 
-  explicit StreamChooser(bool initial_stream) : latest_(initial_stream) {}
+  // `settled`: setup found the initial way clearly faster
+  // (kClearStreamMargin), so the first explorations wait kSettledFirstExplore
+  // calls: a short run (a benchmark's 25 calls per size) then pays nothing
+  // for them, and a long one still finds a change of the machine.
+  explicit StreamChooser(bool initial_stream, bool settled = false)
+      : latest_(initial_stream), first_explore_(settled ? kSettledFirstExplore : kFirstExplore) {}
 
   // The way the next call of `kind` moving `bytes` (a rank's buffer) sends,
   // and whether its time counts (Record).
@@ -89,6 +101,7 @@ class StreamChooser {
   };
   static int SlotOf(OpKind kind, size_t bytes);
   bool latest_;
+  uint32_t first_explore_;
   uint64_t explorations_ = 0, switches_ = 0;
   std::array<Class, size_t{kKinds} * kClasses> classes_{};
 };

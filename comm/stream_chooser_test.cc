@@ -131,6 +131,40 @@ TEST(StreamChooser, SmallCallsGoTheLatestDecidedWayAndAreNotTimed) {
   EXPECT_TRUE(chooser.Next(OpKind::kBroadcast, size_t{1} << 30).stream);
 }
 
+TEST(StreamChooser, ASettledSetupChoiceWaitsLongerBeforeExploring) {
+  StreamChooser chooser(/*initial_stream=*/true, /*settled=*/true);
+  for (uint32_t i = 0; i < StreamChooser::kSettledFirstExplore; ++i) {
+    const StreamChooser::Plan plan = chooser.Next(OpKind::kAllReduce, kBytes);
+    ASSERT_TRUE(plan.stream) << "call " << i;
+    chooser.Record(plan, kBytes, 100.0);
+  }
+  EXPECT_FALSE(chooser.Next(OpKind::kAllReduce, kBytes).stream);  // explores now
+  EXPECT_EQ(chooser.explorations(), 0u);
+}
+
+TEST(StreamChooser, ASwitchOnASlowStartIsUndoneAtOnce) {
+  // The first calls of a process are slow whichever way (ranks arriving
+  // apart): the first exploration then finds the other way "faster" and
+  // switches; the recheck must bring the right way back within a few calls.
+  StreamChooser chooser(/*initial_stream=*/true);
+  std::vector<bool> ways;
+  for (int i = 0; i < 200; ++i) {
+    const StreamChooser::Plan plan = chooser.Next(OpKind::kAllReduce, kBytes);
+    ways.push_back(plan.stream);
+    const double us = i < static_cast<int>(StreamChooser::kFirstExplore) ? 1000.0
+                      : plan.stream                                      ? 100.0
+                                                                         : 200.0;
+    chooser.Record(plan, kBytes, us);
+  }
+  EXPECT_EQ(chooser.switches(), 2u);  // away on the slow start, and back
+  int cached = 0;
+  for (bool w : ways) cached += w ? 0 : 1;
+  // The exploration, the recheck period, and the later explorations.
+  EXPECT_LE(cached, static_cast<int>(StreamChooser::kExploreCalls + StreamChooser::kRecheckPeriod +
+                                     4 * StreamChooser::kExploreCalls));
+  EXPECT_TRUE(chooser.latest());
+}
+
 TEST(StreamChooser, TheFirstCallOfAWayIsNotCounted) {
   StreamChooser chooser(false);
   // The first call after each change of way is slow (it meets the other

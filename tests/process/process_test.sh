@@ -110,8 +110,10 @@ shm_read_price)
   # Without it, every rank times its collectives and now and then sends a
   # few calls the other way (stream_chooser.h); the data checks out across
   # the changes of way, each checked size of every op.
+  # (40 calls in place and 40 out of place per size: a first exploration
+  # waits 64 calls when setup's timing was clear.)
   NCCL_DEBUG=TRACE NCCL_DEBUG_SUBSYS=TUNING "$LOOM" run -np 2 -- "$LOOM" perf all -b 64K -e 1M -f 16 \
-    -n 12 -w 1 >"$tmp/explore" 2>&1 || fail "perf all with explorations exited $?"
+    -n 40 -w 1 >"$tmp/explore" 2>&1 || fail "perf all with explorations exited $?"
   ! grep -q FAILED "$tmp/explore" || fail "a check failed while sends changed way"
   # (Sizes per rank's buffer: reduce-scatter, all-gather and all-to-all
   # count a rank's block.)
