@@ -166,6 +166,8 @@ Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
       t.dst = a.recv;
     }
   }
+  // Sends the way the latest exploration concluded, not an exploration's.
+  if (stream_chooser_) SetStreaming(stream_chooser_->latest());
   LOOM_TRY(engine_->Run(p2p, deadline));
   tracker_.Completed(first_seq + sr.size() - 1, sr.back());
   return Status::Ok();
@@ -245,7 +247,8 @@ Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
              DescribeEstimates(a.kind, bytes, cost_).c_str());
   std::optional<StreamChooser::Plan> plan;
   std::chrono::steady_clock::time_point start;
-  if (stream_chooser_) {
+  // Direct reads the peers' inputs in place: its time says nothing of the FIFOs.
+  if (stream_chooser_ && c.algo != Algo::kDirect) {
     plan = stream_chooser_->Next(a.kind, bytes);
     SetStreaming(plan->stream);
     if (plan->slot >= 0) start = std::chrono::steady_clock::now();
@@ -265,7 +268,7 @@ Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
     return s.WithContext(std::string(OpKindName(a.kind)) + " on rank " + std::to_string(rank) +
                          " (" + host + ")");
   }
-  if (plan && plan->slot >= 0) {
+  if (plan && plan->slot >= 0 && !ran) {
     const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
     const std::optional<StreamChooser::Exploration> found =
         stream_chooser_->Record(*plan, bytes, took.count());

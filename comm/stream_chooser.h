@@ -10,7 +10,7 @@
 // two of bytes, from kMinBytes) the chooser keeps the way that has been
 // faster and now and then runs a few calls the other way (an exploration),
 // switching when those were faster. An exploration that loses by far is
-// repeated less and less often (at most every kMaxPeriod calls of its class),
+// repeated less and less often (down to once in kMaxPeriod + kExploreCalls calls of its class),
 // so a job that keeps its mode pays little for the looking.
 //
 // Every rank runs the same schedule on the same sequence of collectives, so
@@ -46,6 +46,9 @@ class StreamChooser {
   // switch on a noisy finding costs a few calls, not a period.
   static constexpr uint32_t kRecheckPeriod = 4;
   // The other way must be this much faster to take over (noise margin).
+  // The kept way is judged by the best of its last kRecent calls, the
+  // explored one by the best of two, which under noise favours the kept way
+  // a little more: switching needs a clear finding.
   static constexpr double kSwitchGain = 0.95;
   // An exploration that was this much slower makes the next one rarer.
   static constexpr double kClearLoss = 1.25;

@@ -139,7 +139,6 @@ TEST(StreamChooser, ASettledSetupChoiceWaitsLongerBeforeExploring) {
     chooser.Record(plan, kBytes, 100.0);
   }
   EXPECT_FALSE(chooser.Next(OpKind::kAllReduce, kBytes).stream);  // explores now
-  EXPECT_EQ(chooser.explorations(), 0u);
 }
 
 TEST(StreamChooser, ASwitchOnASlowStartIsUndoneAtOnce) {
@@ -167,15 +166,16 @@ TEST(StreamChooser, ASwitchOnASlowStartIsUndoneAtOnce) {
 
 TEST(StreamChooser, TheFirstCallOfAWayIsNotCounted) {
   StreamChooser chooser(false);
-  // The first call after each change of way is slow (it meets the other
-  // way's cache state); the chooser must not mistake that for the way's cost.
+  // The first call after each change of way meets the other way's state
+  // and says nothing of its own way's cost; here it is made absurdly fast,
+  // so that counting it would make the chooser switch.
   bool last = false;
   int switches_seen = 0;
   for (int i = 0; i < 2000; ++i) {
     const StreamChooser::Plan plan = chooser.Next(OpKind::kAllReduce, kBytes);
     double us = plan.stream ? 150.0 : 100.0;
-    if (plan.stream != last) us = 1000.0;
-    EXPECT_EQ(plan.counted, plan.stream == last || i == 0) << "call " << i;
+    if (plan.stream != last) us = 10.0;
+    EXPECT_EQ(plan.counted, plan.stream == last) << "call " << i;
     last = plan.stream;
     const auto found = chooser.Record(plan, kBytes, us);
     if (found && found->switched) ++switches_seen;

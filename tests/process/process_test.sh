@@ -108,8 +108,8 @@ shm_read_price)
     ! grep -q '(explored)' "$tmp/stream.$stream" || fail "LOOM_SHM_STREAM=$stream still explored"
   done
   # Without it, every rank times its collectives and now and then sends a
-  # few calls the other way (stream_chooser.h); the data checks out across
-  # the changes of way, each checked size of every op.
+  # few calls the other way (stream_chooser.h), and every op's checked calls
+  # still check out (the data path is the same either way).
   # (40 calls in place and 40 out of place per size: a first exploration
   # waits 64 calls when setup's timing was clear.)
   NCCL_DEBUG=TRACE NCCL_DEBUG_SUBSYS=TUNING "$LOOM" run -np 2 -- "$LOOM" perf all -b 64K -e 1M -f 16 \
