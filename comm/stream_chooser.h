@@ -10,11 +10,14 @@
 // two of bytes, from kMinBytes) the chooser keeps the way that has been
 // faster and now and then runs a few calls the other way (an exploration),
 // switching when those were faster. An exploration that loses by far is
-// repeated less and less often (down to once in kMaxPeriod + kExploreCalls calls of its class),
-// so a job that keeps its mode pays little for the looking.
+// repeated less and less often (down to once in kMaxPeriod + kExploreCalls
+// calls of its class), so a job that keeps its mode pays little for the
+// looking.
 //
-// Every rank runs the same schedule on the same sequence of collectives, so
-// the ranks of a ring usually explore together and time the same state.
+// Ranks whose setup timings were alike (both clear, or both not) run the
+// same schedule on the same sequence of collectives, so the ranks of a ring
+// usually explore together and time the same state. Each decides alone:
+// how a rank writes into its FIFOs is its own affair.
 // Pure bookkeeping: no clock, no I/O (the communicator times, execute.cc).
 #pragma once
 
