@@ -268,8 +268,8 @@ Result<topology::PeerReadPrice> EnableSingleCopy(Exchange& exchange, int rank,
   if (!ok && !shm_peers.empty() && params::kShmSingleCopy.Get()) {
     LOOM_WARN(log::kInit | log::kShm, "rank %d: single-copy reads of same-host peers unavailable "
               "(%s): shareable buffers (loom::AllocShared) go through the shared-memory FIFOs "
-              "instead of being read in place, and setup does not time the two ways of sending into "
-              "the FIFOs (sends start through the cache, see LOOM_SHM_STREAM); "
+              "instead of being read in place, and setup does not time the two ways of sending "
+              "into the FIFOs (sends start through the cache, see LOOM_SHM_STREAM); "
               "check kernel.yama.ptrace_scope / container seccomp, or set "
               "LOOM_SHM_SINGLE_COPY=0 to silence this", rank, why.c_str());
   }
