@@ -22,6 +22,8 @@
 #include <cstring>
 #include <utility>
 
+#include "transports/shm/context.h"
+
 extern char** environ;
 
 namespace loom::tools {
@@ -438,6 +440,17 @@ class Job {
         while (p->fd.get() >= 0 && Pump(*p)) {
         }
         if (p->fd.get() >= 0) WriteAll(p->target, p->tagger.Flush());
+      }
+    }
+    if (terminating_) {
+      // Ranks ended during setup may have left shared memory named.
+      std::vector<pid_t> pids;
+      for (const RankProcess& rp : ranks_) {
+        if (rp.pid > 0) pids.push_back(rp.pid);
+      }
+      if (const size_t n = RemoveSegmentsLeftBy(pids)) {
+        Complain("removed " + Plural(n, "shared-memory segment") +
+                 " that ended ranks left in /dev/shm");
       }
     }
     return terminating_ ? exit_code_ : 0;

@@ -1,9 +1,14 @@
 // ShmContext: create, exchange-barrier, open, barrier, unlink.
 #include "transports/shm/context.h"
 
+#include <dirent.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <new>
 
 #include "comm/base/log.h"
@@ -86,6 +91,46 @@ Result<std::vector<std::unique_ptr<Connection>>> ShmContext::Connect(
   LOOM_TRY(failure);
   LOOM_TRY(barrier);
   return conns;
+}
+
+size_t RemoveSegmentsLeftBy(const std::vector<pid_t>& exited) {
+  if (exited.empty()) return 0;
+  std::vector<std::string> names;  // in /dev/shm, as readdir gives them
+  if (DIR* dir = opendir("/dev/shm")) {
+    while (const dirent* e = readdir(dir)) {
+      if (std::strncmp(e->d_name, "loom-", 5) == 0) names.emplace_back(e->d_name);
+    }
+    closedir(dir);
+  }
+  // A mailbox, "loom-<tag>-m<rank>", names its creator.
+  std::vector<std::string> tags;
+  for (const std::string& name : names) {
+    const size_t m = name.rfind("-m");
+    if (m == std::string::npos || m + 2 == name.size() ||
+        name.find_first_not_of("0123456789", m + 2) != std::string::npos) {
+      continue;
+    }
+    Result<ShmSegment> seg = ShmSegment::Open("/" + name, 4096);
+    if (!seg.ok()) continue;
+    const auto* mb = static_cast<const ShmMailbox*>(seg->data());
+    const pid_t pid = mb->pid;
+    if (mb->magic != kMailboxMagic ||
+        std::find(exited.begin(), exited.end(), pid) == exited.end() ||
+        (kill(pid, 0) == 0 || errno != ESRCH)) {
+      continue;
+    }
+    tags.push_back(name.substr(0, m + 1));  // "loom-<tag>-"
+  }
+  size_t removed = 0;
+  for (const std::string& name : names) {
+    for (const std::string& prefix : tags) {
+      if (name.compare(0, prefix.size(), prefix) == 0 && shm_unlink(("/" + name).c_str()) == 0) {
+        ++removed;
+        break;
+      }
+    }
+  }
+  return removed;
 }
 
 }  // namespace loom

@@ -2,6 +2,8 @@
 // then one ShmConnection per same-host peer.
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,5 +46,14 @@ class ShmContext {
   size_t fifo_bytes_ = 0;
   ShmSegment mailbox_;
 };
+
+// What ranks killed during Connect leave behind. Connect unlinks every name
+// once all ranks have mapped them, but a rank killed before that (a
+// launcher's SIGTERM or SIGKILL while it waits in setup) leaves its mailbox
+// and FIFOs in /dev/shm until reboot. Removes every name of each
+// communicator whose mailbox was created by one of `exited` (processes known
+// to have ended, such as a launcher's reaped ranks) and whose creator no
+// longer runs. Returns how many names it removed.
+size_t RemoveSegmentsLeftBy(const std::vector<pid_t>& exited);
 
 }  // namespace loom
