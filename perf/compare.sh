@@ -59,6 +59,10 @@ if ((GLOO && ${#LOOM_REWRITE[@]})); then
 fi
 OUT=${OUT:-$root/perf/results/$(date +%Y%m%d-%H%M%S)-$TRANSPORT-np$NP}
 mkdir -p "$OUT"
+# The report reads every result file in $OUT: drop an earlier run's, so a
+# reused --out never mixes another run's operations into this report.
+rm -f "$OUT"/{loom,mpi,gloo}.*.txt "$OUT"/{memcpy,ceiling,link}.r*.txt "$OUT"/report.{txt,csv} \
+  "$OUT"/plot.svg
 LOOM=$BUILD/tools/loom
 [[ -x $LOOM ]] || { echo "build loom first (scripts/build.sh)" >&2; exit 2; }
 make -s -C "$ANCHORS" BUILD="$OUT/anchors" >/dev/null
