@@ -145,6 +145,7 @@ TEST(Comm, MismatchedCollectivesAreNamedNotTimedOut) {
     const char* what;
     Call call0, call1;
     size_t count0, count1;
+    const char* rank0_names = nullptr;  // what rank 0's error must say, if anything
   };
   const Case cases[] = {
       {"small counts", kAllReduce, kAllReduce, 2, 4},
@@ -152,6 +153,11 @@ TEST(Comm, MismatchedCollectivesAreNamedNotTimedOut) {
       {"large vs small", kAllReduce, kAllReduce, 4096, 2},
       {"a full slot vs one element more", kAllReduce, kAllReduce, 256, 257},
       {"small kinds", kBroadcast, kAllReduce, 2, 2},
+      // 96 bytes: the size of the record a Direct all-reduce of 1 MiB on
+      // 2 ranks exchanges through the same slots before it reads.
+      {"a small all-reduce vs a large one's addresses", kAllReduce, kAllReduce, 24, 1 << 18,
+       "runs an exchange of 96 bytes within a larger AllReduce where this rank runs a small "
+       "AllReduce of 96 bytes"},
   };
   for (const Case& k : cases) {
     CommConfig cfg;
@@ -171,6 +177,9 @@ TEST(Comm, MismatchedCollectivesAreNamedNotTimedOut) {
           EXPECT_NE(s.code(), Code::kTimeout) << k.what << ": " << s.ToString();
           EXPECT_NE(s.message().find("mismatched operations"), std::string::npos)
               << k.what << ": " << s.ToString();
+          if (k.rank0_names != nullptr && c.rank() == 0) {
+            EXPECT_NE(s.message().find(k.rank0_names), std::string::npos) << s.ToString();
+          }
           c.Abort();
         },
         cfg);

@@ -67,6 +67,17 @@ void RingDoorbell(Doorbell* bell) {
   }
 }
 
+namespace {
+// "a small AllReduce of 8 bytes", or for a step of a larger collective
+// "an exchange of 96 bytes within a larger AllReduce".
+std::string DescribeSmall(OpKind kind, size_t bytes, uint8_t step) {
+  if (step == 0) {
+    return std::string("a small ") + OpKindName(kind) + " of " + std::to_string(bytes) + " bytes";
+  }
+  return "an exchange of " + std::to_string(bytes) + " bytes within a larger " + OpKindName(kind);
+}
+}  // namespace
+
 const char* OpKindName(OpKind kind) {
   switch (kind) {
     case OpKind::kAllReduce: return "AllReduce";
@@ -262,7 +273,8 @@ Status Engine::NapOnDoorbell(int64_t cap_us, Deadline deadline,
 }
 
 Result<std::span<const char* const>> Engine::SmallExchange(OpKind kind, const void* mine,
-                                                           size_t bytes, Deadline deadline) {
+                                                           size_t bytes, Deadline deadline,
+                                                           uint8_t step) {
   if (!small_ok_ || bytes > kSmallSlotBytes) {
     return InternalError("a small collective of " + std::to_string(bytes) +
                          " bytes cannot go through shared-memory slots here");
@@ -271,6 +283,7 @@ Result<std::span<const char* const>> Engine::SmallExchange(OpKind kind, const vo
   SmallSlot& own = options_.small_slots[k % 2];
   own.bytes = static_cast<uint32_t>(bytes);
   own.kind = static_cast<uint8_t>(kind);
+  own.step = step;
   if (mine != nullptr && bytes > 0) std::memcpy(own.data, mine, bytes);
   own.serial.store(k + 1, std::memory_order_release);
   for (const PeerMailboxView& m : mailboxes_) {
@@ -278,7 +291,7 @@ Result<std::span<const char* const>> Engine::SmallExchange(OpKind kind, const vo
   }
   small_views_[options_.rank] = own.data;
   small_seen_[options_.rank] = k + 1;
-  Status s = SmallWait(kind, bytes, deadline);
+  Status s = SmallWait(kind, bytes, step, deadline);
   if (!s.ok()) return s;
   if (published_wait_ != kNotWaiting) PublishWait(kNotWaiting);
   ++small_seq_;
@@ -288,7 +301,7 @@ Result<std::span<const char* const>> Engine::SmallExchange(OpKind kind, const vo
 // Polls the peers' slots of the current small collective like Run polls
 // connections: spin, then sleep on the doorbell (peers ring it after
 // publishing), checking liveness, mismatches and the deadline.
-Status Engine::SmallWait(OpKind kind, size_t bytes, Deadline deadline) {
+Status Engine::SmallWait(OpKind kind, size_t bytes, uint8_t step, Deadline deadline) {
   const uint64_t k = small_seq_;
   const size_t n = connections_.size();
   auto have = [&](size_t p) { return small_seen_[p] == k + 1; };
@@ -300,13 +313,12 @@ Status Engine::SmallWait(OpKind kind, size_t bytes, Deadline deadline) {
       if (have(p)) continue;
       const SmallSlot& slot = mailboxes_[p].slots[k % 2];
       if (slot.serial.load(std::memory_order_acquire) != k + 1) continue;
-      if (slot.kind != static_cast<uint8_t>(kind) || slot.bytes != bytes) {
-        return InvalidUsage(
-            "mismatched operations: " + connections_[p]->Describe() + " runs a small " +
-            OpKindName(static_cast<OpKind>(slot.kind)) + " of " + std::to_string(slot.bytes) +
-            " bytes where this rank runs a small " + OpKindName(kind) + " of " +
-            std::to_string(bytes) + " bytes; every rank must issue the same collectives with "
-            "the same counts in the same order");
+      if (slot.kind != static_cast<uint8_t>(kind) || slot.bytes != bytes || slot.step != step) {
+        return InvalidUsage("mismatched operations: " + connections_[p]->Describe() + " runs " +
+                            DescribeSmall(static_cast<OpKind>(slot.kind), slot.bytes, slot.step) +
+                            " where this rank runs " + DescribeSmall(kind, bytes, step) +
+                            "; every rank must issue the same collectives with the same counts "
+                            "in the same order");
       }
       small_views_[p] = slot.data;
       small_seen_[p] = k + 1;
@@ -335,15 +347,14 @@ Status Engine::SmallWait(OpKind kind, size_t bytes, Deadline deadline) {
           h && mailboxes_[p].slots[k % 2].serial.load(std::memory_order_acquire) != k + 1) {
         return InvalidUsage("mismatched operations: " + connections_[p]->Describe() + " sent " +
                             std::to_string(h->bytes) + " bytes for " +
-                            OpKindName(static_cast<OpKind>(h->kind)) + " where this rank runs a "
-                            "small " + OpKindName(kind) + " of " + std::to_string(bytes) +
-                            " bytes; every rank must issue the same collectives with the same "
-                            "counts in the same order");
+                            OpKindName(static_cast<OpKind>(h->kind)) + " where this rank runs " +
+                            DescribeSmall(kind, bytes, step) + "; every rank must issue the same "
+                            "collectives with the same counts in the same order");
       }
     }
     if (deadline.expired()) {
-      return TimeoutError("no progress before the deadline; still waiting on " + who + " for its "
-                          "part of a small " + OpKindName(kind) +
+      return TimeoutError("no progress before the deadline; still waiting on " + who +
+                          " for its part of " + DescribeSmall(kind, bytes, step) +
                           " (raise LOOM_TIMEOUT_MS if the peer is only slow)");
     }
     PublishWait(EncodeWait(first_missing, false));
@@ -369,11 +380,11 @@ Status Engine::CheckSmallMismatch(Connection* c, int peer) const {
   const SmallSlot& slot = mailboxes_[peer].slots[small_seq_ % 2];
   if (slot.serial.load(std::memory_order_acquire) != small_seq_ + 1) return Status::Ok();
   if (!c->RecvStarved()) return Status::Ok();
-  return InvalidUsage("mismatched operations: " + c->Describe() + " runs a small " +
-                      OpKindName(static_cast<OpKind>(slot.kind)) + " of " +
-                      std::to_string(slot.bytes) + " bytes (through shared memory) where this "
-                      "rank waits for a message from it; every rank must issue the same "
-                      "collectives with the same counts in the same order");
+  return InvalidUsage("mismatched operations: " + c->Describe() + " runs " +
+                      DescribeSmall(static_cast<OpKind>(slot.kind), slot.bytes, slot.step) +
+                      " (through shared memory) where this rank waits for a message from it; "
+                      "every rank must issue the same collectives with the same counts in the "
+                      "same order");
 }
 
 int Engine::PeerOf(const Connection* c) const {

@@ -47,6 +47,7 @@ struct alignas(64) SmallSlot {
   std::atomic<uint64_t> serial{0};  // k + 1 once the k-th contribution is here
   uint32_t bytes = 0;               // the operation's size (every rank's is the same)
   uint8_t kind = 0;                 // OpKind
+  uint8_t step = 0;                 // 0: a small collective; else a step of a larger one
   alignas(8) char data[kSmallSlotBytes];
 };
 static_assert(offsetof(SmallSlot, data) == 16 && sizeof(SmallSlot) % 64 == 0);
@@ -95,10 +96,14 @@ class Engine {
   // Publishes this rank's part of the next small collective (`bytes` of
   // `mine`, or only the size when `mine` is null) and waits until every
   // rank has published its own. Returns every rank's data in rank order,
-  // valid until the next SmallExchange. `kind` and `bytes` must match on
-  // every rank (a mismatch is named).
+  // valid until the next SmallExchange. `kind`, `bytes` and `step` must
+  // match on every rank (a mismatch is named). `step` 0 is a small
+  // collective itself; larger collectives exchange their own small records
+  // (addresses, "done") with a step of their own, so that a rank in a
+  // small collective never takes a peer's step of a larger one for its
+  // input.
   Result<std::span<const char* const>> SmallExchange(OpKind kind, const void* mine, size_t bytes,
-                                                     Deadline deadline);
+                                                     Deadline deadline, uint8_t step = 0);
 
  private:
   Status RunUntilDone(std::span<Transfer> transfers, Deadline deadline);
@@ -143,7 +148,7 @@ class Engine {
   // Sleep's check for a shared-memory peer already in a small collective
   // that this rank has not reached (mismatched operations).
   Status CheckSmallMismatch(Connection* c, int peer) const;
-  Status SmallWait(OpKind kind, size_t bytes, Deadline deadline);
+  Status SmallWait(OpKind kind, size_t bytes, uint8_t step, Deadline deadline);
   // When this Run first found a same-host peer process gone (zero: not yet).
   std::chrono::steady_clock::time_point peer_gone_since_{};
   static constexpr std::chrono::milliseconds kPeerGoneGrace{300};

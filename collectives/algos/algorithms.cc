@@ -504,26 +504,22 @@ Status DirectAllGather(Engine& e, int r, const CollArgs& a, const std::vector<Pe
   return SyncWithAll(e, r, a, deadline);
 }
 
-// The root publishes its buffer; everyone reads it; the root waits for all.
+// The root publishes where its buffer is; everyone else reads it; nobody
+// returns (and the root's buffer may change) before every reader is done.
 Status DirectBroadcast(Engine& e, int r, const CollArgs& a, Deadline deadline) {
-  const int n = e.size();
   const size_t bytes = a.count * SizeOf(a.type);
+  PeerBuffers mine{};
   if (r == a.root) {
     CopyIfDistinct(a.recv, a.send, bytes);
-    PeerBuffers mine{reinterpret_cast<uint64_t>(a.send), 0, FindShared(a.send, bytes), {}};
-    Plan plan(a, 2 * n);
-    for (int p = 0; p < n; ++p) {
-      if (p != r) plan.Send(p, &mine, sizeof(mine));
-    }
-    LOOM_TRY(plan.Run(e, deadline));
-    return SyncWithAll(e, r, a, deadline);
+    mine = PeerBuffers{reinterpret_cast<uint64_t>(a.send), 0, FindShared(a.send, bytes), {}};
   }
-  PeerBuffers root{};
-  Plan plan(a, 1);
-  plan.Recv(a.root, &root, sizeof(root));
-  LOOM_TRY(plan.Run(e, deadline));
-  LOOM_TRY(CopyFromPeer(e, a.root, a.recv, root.send, root.send_ref, bytes));
-  return SyncWith(e, r, a, {a.root}, deadline);
+  std::vector<PeerBuffers> all(e.size());
+  LOOM_TRY(ExchangeWithAll(e, r, a, &mine, all.data(), sizeof(PeerBuffers), deadline));
+  if (r != a.root) {
+    const PeerBuffers& root = all[a.root];
+    LOOM_TRY(CopyFromPeer(e, a.root, a.recv, root.send, root.send_ref, bytes));
+  }
+  return SyncWithAll(e, r, a, deadline);
 }
 
 // The Direct algorithm of a.kind (all-reduce, reduce-scatter, all-gather).
@@ -544,9 +540,23 @@ Status RunDirect(Engine& e, int r, const CollArgs& a, Scratch& scratch, Deadline
 
 }  // namespace
 
+namespace {
+// The steps of larger collectives through the small-collective slots.
+constexpr uint8_t kStepExchange = 1;
+constexpr uint8_t kStepSync = 2;
+}  // namespace
+
 Status ExchangeWithAll(Engine& e, int r, const CollArgs& a, const void* mine, void* all,
                        size_t bytes, Deadline deadline) {
   const int n = e.size();
+  if (e.small_collectives() && bytes <= kSmallSlotBytes) {
+    // One slot write and one poll per peer instead of a message each way.
+    LOOM_ASSIGN_OR_RETURN(auto in, e.SmallExchange(a.kind, mine, bytes, deadline, kStepExchange));
+    for (int p = 0; p < n; ++p) {
+      if (p != r && bytes > 0) std::memcpy(static_cast<char*>(all) + p * bytes, in[p], bytes);
+    }
+    return Status::Ok();
+  }
   Plan plan(a, 2 * n);
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
@@ -568,6 +578,9 @@ Status SyncWith(Engine& e, int r, const CollArgs& a, const std::vector<int>& pee
 }
 
 Status SyncWithAll(Engine& e, int r, const CollArgs& a, Deadline deadline) {
+  if (e.small_collectives()) {
+    return e.SmallExchange(a.kind, nullptr, 0, deadline, kStepSync).status();
+  }
   std::vector<int> all(e.size());
   std::iota(all.begin(), all.end(), 0);
   return SyncWith(e, r, a, all, deadline);

@@ -68,7 +68,8 @@ Status RunAlgorithm(Engine& engine, int rank, Algo algo, const CollArgs& args, S
 // receives rank p's into all + p * bytes (this rank's slot is not touched);
 // SyncWith sends an empty message to and receives one from each rank in
 // `peers` but this one ("my part is done"); SyncWithAll does so with every
-// other rank.
+// other rank. On a one-host communicator ExchangeWithAll (records of up to
+// kSmallSlotBytes) and SyncWithAll go through the small-collective slots.
 Status ExchangeWithAll(Engine& engine, int rank, const CollArgs& args, const void* mine,
                        void* all, size_t bytes, Deadline deadline);
 Status SyncWith(Engine& engine, int rank, const CollArgs& args, const std::vector<int>& peers,
