@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/algos/algorithms.h"
 #include "tests/harness.h"
 
 namespace loom::testing {
@@ -418,7 +419,7 @@ class Floats {
 // rank only, both keep the chosen algorithm; three ranks never ask. All of
 // it must be right and must not hang.
 TEST(Comm, SharedBuffersOnEveryOrSomeRanks) {
-  constexpr size_t kCount = (1 << 20) / sizeof(float) + 7;  // above the 1 MiB threshold
+  constexpr size_t kCount = kSharedDirectMinBytes / sizeof(float) + 7;  // just above the threshold
   for (auto [n, everyone] : {std::pair{2, true}, std::pair{2, false}, std::pair{3, true}}) {
     RunRanks(n, [&, n = n, everyone = everyone](Communicator& c) {
       const int r = c.rank();

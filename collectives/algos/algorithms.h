@@ -82,20 +82,25 @@ Status SyncWithAll(Engine& engine, int rank, const CollArgs& args, Deadline dead
 inline constexpr size_t kPeerReduceChunkBytes = 256 << 10;
 
 // Ranks of one host whose buffers are all in shareable memory (AllocShared)
-// are served best by the Direct algorithms: plain loads from the mapped
-// peers, nothing through the FIFOs (2-rank all-reduce 1.1-2x the default
-// at 2-128 MiB on the development VM, docs/PERFORMANCE.md). Whether every
-// rank's buffers are shareable is known only after an exchange, which every
-// rank must make, shareable buffers or not. SharedDirectWorthAsking says
-// where it is paid: two ranks, 1 MiB and up, where it was lost in the noise
-// (interleaved A/B at 1-4 MiB). With 4 ranks on 2 cores the all-to-all
-// exchange cost 8 % and with 8 ranks 40 % at the same sizes, so larger
-// communicators never ask. The answer depends only on values every rank
+// can run the Direct algorithms over them: plain loads from the mapped
+// peers, nothing through the FIFOs. On the development VM that wins at
+// 32 MiB and up whatever the inputs (2-rank all-reduce of 128 MiB 1.2-1.4x
+// the ring, with inputs rewritten before each call as a trainer's are, and
+// 73 % of memcpy against 45 % with inputs unchanged). Below, it depends on
+// the inputs and on the VM's mode: inputs rewritten before each call come
+// line by line from the other core's cache, and Direct took 2-3x the
+// ring's time at 1-8 MiB; unchanged ones were 1.9x faster in one window and
+// 1.7x slower half an hour later (docs/PERFORMANCE.md). Whether every rank's
+// buffers are shareable is known only after an exchange, which every rank
+// must make, shareable buffers or not. SharedDirectWorthAsking says where
+// it is paid: two ranks, kSharedDirectMinBytes and up. With 4 ranks on 2
+// cores the all-to-all exchange cost 8 % and with 8 ranks 40 % at 1-4 MiB,
+// so larger communicators never ask. The answer depends only on values every rank
 // shares. RunDirectIfAllShared then exchanges the buffers' places; if every
 // rank's are shareable it runs Direct over them and sets *ran, otherwise it
 // sets *ran = false and the caller runs the algorithm it chose. Every rank
 // reaches the same verdict. Needs single-copy reads (one host).
-inline constexpr size_t kSharedDirectMinBytes = 1 << 20;
+inline constexpr size_t kSharedDirectMinBytes = size_t{32} << 20;
 bool SharedDirectWorthAsking(OpKind kind, size_t bytes, int nranks);
 Status RunDirectIfAllShared(Engine& engine, int rank, const CollArgs& args, Scratch& scratch,
                             Deadline deadline, bool* ran);

@@ -39,26 +39,28 @@ perf_shared_buffers)
     ! grep -q FAILED "$tmp/out.$algo" || fail "a check failed ($algo)"
   done
   grep -q "mapped a shareable buffer of rank" "$tmp/out.Direct" || fail "no peer buffer was mapped (Direct)"
-  # At 1 MiB on 2 ranks an all-reduce over shareable buffers reads them in
-  # place: a model choice other than Direct gives way to Direct once every
-  # rank's buffers are shareable, and Direct chosen by the model (where
-  # setup priced single-copy reads above the FIFOs) maps them itself. With
-  # plain buffers, or with 3 ranks (which never ask), nothing switches.
-  for run in "2 1" "2 0" "3 1"; do
+  # At 32 MiB (kSharedDirectMinBytes) on 2 ranks an all-reduce over
+  # shareable buffers reads them in place: a model choice other than Direct
+  # gives way to Direct once every rank's buffers are shareable, and Direct
+  # chosen by the model (where setup priced single-copy reads above the
+  # FIFOs) maps them itself. Below (16 MiB), with plain buffers, or with 3
+  # ranks (which never ask), nothing switches.
+  for run in "2 1 32M" "2 0 32M" "3 1 32M" "2 1 16M"; do
     set -- $run
-    NCCL_DEBUG=TRACE NCCL_DEBUG_SUBSYS=TUNING,SHM "$LOOM" run -np $1 -- "$LOOM" perf all_reduce -b 1M -e 1M \
-      -n 2 -w 1 -R $2 >"$tmp/ar.$1.$2" 2>&1 || fail "perf all_reduce -np $1 -R $2 exited $?"
-    ! grep -q FAILED "$tmp/ar.$1.$2" || fail "a check failed (-np $1 -R $2)"
+    NCCL_DEBUG=TRACE NCCL_DEBUG_SUBSYS=TUNING,SHM "$LOOM" run -np $1 -- "$LOOM" perf all_reduce -b $3 -e $3 \
+      -n 2 -w 1 -R $2 >"$tmp/ar.$1.$2.$3" 2>&1 || fail "perf all_reduce -np $1 -R $2 -b $3 exited $?"
+    ! grep -q FAILED "$tmp/ar.$1.$2.$3" || fail "a check failed (-np $1 -R $2 -b $3)"
   done
-  if grep -q "AllReduce 1048576 bytes on 2 ranks: Direct by cost model" "$tmp/ar.2.1"; then
-    grep -q "mapped a shareable buffer of rank" "$tmp/ar.2.1" ||
+  if grep -q "AllReduce 33554432 bytes on 2 ranks: Direct by cost model" "$tmp/ar.2.1.32M"; then
+    grep -q "mapped a shareable buffer of rank" "$tmp/ar.2.1.32M" ||
       fail "the model's Direct all-reduce did not map the shareable buffers"
   else
-    grep -q "AllReduce: Direct instead, every rank's buffers are shareable" "$tmp/ar.2.1" ||
+    grep -q "AllReduce: Direct instead, every rank's buffers are shareable" "$tmp/ar.2.1.32M" ||
       fail "all-reduce did not switch to Direct over shareable buffers"
   fi
-  ! grep -q "Direct instead" "$tmp/ar.2.0" || fail "plain buffers switched to Direct"
-  ! grep -q "Direct instead" "$tmp/ar.3.1" || fail "3 ranks asked about shareable buffers"
+  ! grep -q "Direct instead" "$tmp/ar.2.0.32M" || fail "plain buffers switched to Direct"
+  ! grep -q "Direct instead" "$tmp/ar.3.1.32M" || fail "3 ranks asked about shareable buffers"
+  ! grep -q "Direct instead" "$tmp/ar.2.1.16M" || fail "16 MiB switched to Direct (below kSharedDirectMinBytes)"
   ;;
 shm_read_price)
   # Setup times single-copy reads and the FIFOs, and every rank logs the job's price;
