@@ -154,9 +154,11 @@ TEST(Comm, MismatchedCollectivesAreNamedNotTimedOut) {
       {"large vs small", kAllReduce, kAllReduce, 4096, 2},
       {"a full slot vs one element more", kAllReduce, kAllReduce, 256, 257},
       {"small kinds", kBroadcast, kAllReduce, 2, 2},
-      // 96 bytes: the size of the record a Direct all-reduce of 1 MiB on
-      // 2 ranks exchanges through the same slots before it reads.
-      {"a small all-reduce vs a large one's addresses", kAllReduce, kAllReduce, 24, 1 << 18,
+      // 96 bytes: the size of the record a 2-rank all-reduce from
+      // kSharedDirectMinBytes exchanges through the same slots, to learn
+      // whether every rank's buffers are shareable (then it runs Direct).
+      {"a small all-reduce vs a large one's addresses", kAllReduce, kAllReduce, 24,
+       kSharedDirectMinBytes / sizeof(float),
        "runs an exchange of 96 bytes within a larger AllReduce where this rank runs a small "
        "AllReduce of 96 bytes"},
   };
