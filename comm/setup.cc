@@ -485,7 +485,10 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     }
   }
   eo.all_shm = all_shm;
-  if (all_shm && params::kShmSmall.Get()) eo.small_slots = impl->shm_->small_slots();
+  if (all_shm && params::kShmSmall.Get()) {
+    eo.small_slots = impl->shm_->small_slots();
+    eo.small_tsan_key = impl->shm_->small_tsan_key();
+  }
   eo.abort = &impl->abort_;
   eo.abort_status = [raw] {
     Status s = raw->AsyncError();

@@ -16,6 +16,7 @@
 #include "comm/base/log.h"
 #include "transports/copy.h"
 #include "transports/streaming.h"
+#include "transports/tsan.h"
 
 namespace loom {
 
@@ -285,6 +286,7 @@ Result<std::span<const char* const>> Engine::SmallExchange(OpKind kind, const vo
   own.kind = static_cast<uint8_t>(kind);
   own.step = step;
   if (mine != nullptr && bytes > 0) std::memcpy(own.data, mine, bytes);
+  TsanRelease(options_.small_tsan_key);
   own.serial.store(k + 1, std::memory_order_release);
   for (const PeerMailboxView& m : mailboxes_) {
     if (m.bell != nullptr) RingDoorbell(m.bell);
@@ -313,6 +315,7 @@ Status Engine::SmallWait(OpKind kind, size_t bytes, uint8_t step, Deadline deadl
       if (have(p)) continue;
       const SmallSlot& slot = mailboxes_[p].slots[k % 2];
       if (slot.serial.load(std::memory_order_acquire) != k + 1) continue;
+      TsanAcquire(mailboxes_[p].tsan_key);
       if (slot.kind != static_cast<uint8_t>(kind) || slot.bytes != bytes || slot.step != step) {
         return InvalidUsage("mismatched operations: " + connections_[p]->Describe() + " runs " +
                             DescribeSmall(static_cast<OpKind>(slot.kind), slot.bytes, slot.step) +

@@ -65,6 +65,7 @@ class Engine {
     // This rank's two small-collective slots (in its mailbox), when every
     // peer is a shared-memory peer on this host; else null.
     SmallSlot* small_slots = nullptr;
+    void* small_tsan_key = nullptr;  // TSan builds: this rank's slots' key (transports/tsan.h)
     // Every pair of ranks talks through shared memory (one host); every rank
     // computes the same value, so algorithms may shape messages by it.
     bool all_shm = false;

@@ -130,6 +130,7 @@ struct SmallSlot;  // transports/engine.h
 struct PeerMailboxView {
   const SmallSlot* slots = nullptr;  // two, used alternately
   Doorbell* bell = nullptr;
+  void* tsan_key = nullptr;  // TSan builds, a peer in this process: its slots' key
 };
 
 // What a same-host peer published as blocking it (see Doorbell::waiting_on).

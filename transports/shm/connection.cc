@@ -21,20 +21,9 @@
 #include "comm/base/log.h"
 #include "transports/copy.h"
 #include "transports/streaming.h"
+#include "transports/tsan.h"
 
 namespace loom {
-
-#if defined(__SANITIZE_THREAD__)
-#define LOOM_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define LOOM_TSAN 1
-#endif
-#endif
-#ifdef LOOM_TSAN
-extern "C" void __tsan_acquire(void* addr);
-extern "C" void __tsan_release(void* addr);
-#endif
 
 namespace {
 // Every record in a FIFO starts on a cache line, and its header takes that
@@ -54,25 +43,12 @@ uint64_t RoundUp(uint64_t v) {
   return (v + kRecordAlign - 1) & ~(kRecordAlign - 1);
 }
 
-// Acquire after loading an index, release before storing one, on the
-// index's key (TsanFifoKeys). No-ops without TSan or across processes (key
-// null).
-void TsanAcquire([[maybe_unused]] char* key) {
-#ifdef LOOM_TSAN
-  if (key != nullptr) __tsan_acquire(key);
-#endif
-}
-void TsanRelease([[maybe_unused]] char* key) {
-#ifdef LOOM_TSAN
-  if (key != nullptr) __tsan_release(key);
-#endif
-}
 }  // namespace
 
-uint64_t NewTsanFifoKeys() {
+uint64_t NewTsanKeys() {
 #ifdef LOOM_TSAN
   static std::mutex mu;
-  static std::deque<TsanFifoKeys> keys;  // stable addresses, never freed
+  static std::deque<TsanKeys> keys;  // stable addresses, never freed
   std::lock_guard<std::mutex> lock(mu);
   return reinterpret_cast<uint64_t>(&keys.emplace_back());
 #else
@@ -101,8 +77,8 @@ ShmConnection::ShmConnection(int peer, std::string peer_host, pid_t peer_pid, Sh
   cached_in_head_ = in_->head.load(std::memory_order_acquire);
 #ifdef LOOM_TSAN
   if (peer_pid_ == getpid()) {
-    tsan_out_ = reinterpret_cast<TsanFifoKeys*>(out_->tsan_keys);
-    tsan_in_ = reinterpret_cast<TsanFifoKeys*>(in_->tsan_keys);
+    tsan_out_ = reinterpret_cast<TsanKeys*>(out_->tsan_keys);
+    tsan_in_ = reinterpret_cast<TsanKeys*>(in_->tsan_keys);
   }
 #endif
 }
@@ -138,7 +114,12 @@ std::optional<PeerWait> ShmConnection::PeerWaitingOn() const {
 }
 
 PeerMailboxView ShmConnection::PeerMailbox() const {
-  return {static_cast<const ShmMailbox*>(peer_mailbox_seg_.data())->small, peer_bell_};
+  const auto* mb = static_cast<const ShmMailbox*>(peer_mailbox_seg_.data());
+  void* tsan_key = nullptr;
+  if (mb->tsan_keys != 0 && peer_pid_ == getpid()) {
+    tsan_key = &reinterpret_cast<TsanKeys*>(mb->tsan_keys)->slots;
+  }
+  return {mb->small, peer_bell_, tsan_key};
 }
 
 std::optional<MessageHeader> ShmConnection::PeekIncoming() {

@@ -23,23 +23,26 @@ struct ShmFifoControl {
   alignas(64) uint64_t capacity;           // multiple of 64
   uint64_t magic;
   // TSan builds: the address, in the creating (sending) process, of this
-  // FIFO's TsanFifoKeys (NewTsanFifoKeys); 0 in other builds.
+  // FIFO's TsanKeys (NewTsanKeys); 0 in other builds.
   uint64_t tsan_keys;
 };
 inline constexpr size_t kShmDataOffset = 192;
 static_assert(sizeof(ShmFifoControl) <= kShmDataOffset);
 
-// Ranks that are threads of one process map a FIFO twice, at different
-// addresses, so TSan cannot pair a head/tail store with the load that reads
-// it. Both ends announce each release and acquire on these keys instead. They
-// live in ordinary memory for the life of the process, not in the mapping:
-// TSan forgets what it knew of unmapped memory, and a sender may finish and
-// unmap its end before the receiver has read its last message.
-struct TsanFifoKeys {
+// Ranks that are threads of one process map a FIFO or a mailbox twice, at
+// different addresses, so TSan cannot pair a store with the load that reads
+// it (transports/tsan.h). Both ends announce each release and acquire on
+// these keys instead: a FIFO on head and tail, a mailbox's small-collective
+// slots on `slots`. They live in ordinary memory for the life of the
+// process, not in the mapping: TSan forgets what it knew of unmapped memory,
+// and a sender may finish and unmap its end before the receiver has read
+// its last message.
+struct TsanKeys {
   char head;
   char tail;
+  char slots;
 };
-uint64_t NewTsanFifoKeys();  // 0 without TSan
+uint64_t NewTsanKeys();  // 0 without TSan
 
 // Per-rank mailbox segment: the doorbell peers ring, the pid for liveness,
 // and the rank's slots for small collectives (Engine::SmallExchange).
@@ -47,6 +50,7 @@ struct ShmMailbox {
   Doorbell doorbell;
   pid_t pid;
   uint64_t magic;
+  uint64_t tsan_keys;  // TSan builds: the creating process's TsanKeys; else 0
   alignas(64) SmallSlot small[2];
 };
 
@@ -147,8 +151,8 @@ class ShmConnection final : public Connection {
   bool cannot_map_ = false;
   bool mapping_logged_ = false;        // INFO for the first mapping, TRACE after
   // Same-process peer under TSan only (else null): the keys of each FIFO.
-  TsanFifoKeys* tsan_out_ = nullptr;
-  TsanFifoKeys* tsan_in_ = nullptr;
+  TsanKeys* tsan_out_ = nullptr;
+  TsanKeys* tsan_in_ = nullptr;
 };
 
 }  // namespace loom

@@ -39,6 +39,7 @@ Result<std::unique_ptr<ShmContext>> ShmContext::Create(const std::string& tag, i
   auto* mb = new (ctx->mailbox_.data()) ShmMailbox();
   mb->pid = getpid();
   mb->magic = kMailboxMagic;
+  mb->tsan_keys = NewTsanKeys();
   return ctx;
 }
 
@@ -54,7 +55,7 @@ Result<std::vector<std::unique_ptr<Connection>>> ShmContext::Connect(
     c->tail.store(0);
     c->capacity = fifo_bytes_;
     c->magic = kFifoMagic;
-    c->tsan_keys = NewTsanFifoKeys();
+    c->tsan_keys = NewTsanKeys();
     outs.push_back(std::move(seg));
   }
   LOOM_TRY(exchange.Barrier("shm-created-" + tag_, deadline));

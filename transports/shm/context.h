@@ -23,6 +23,12 @@ class ShmContext {
 
   Doorbell* doorbell() const { return &mailbox()->doorbell; }
   SmallSlot* small_slots() const { return mailbox()->small; }
+  // The key this rank's slots are released on for TSan (transports/tsan.h);
+  // null in other builds.
+  void* small_tsan_key() const {
+    const uint64_t keys = mailbox()->tsan_keys;
+    return keys == 0 ? nullptr : &reinterpret_cast<TsanKeys*>(keys)->slots;
+  }
 
   // Collective over all ranks of the communicator (every rank calls it, with
   // an empty `peers` if it has no shm peer): creates FIFOs to `peers`, waits
