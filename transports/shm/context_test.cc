@@ -1,5 +1,7 @@
 // What shared memory a rank leaves in /dev/shm when it dies during setup,
 // and how a launcher removes it (RemoveSegmentsLeftBy).
+#include "transports/shm/context.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -7,8 +9,6 @@
 #include <unistd.h>
 
 #include <string>
-
-#include "transports/shm/context.h"
 
 namespace loom {
 namespace {
