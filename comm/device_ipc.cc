@@ -88,19 +88,7 @@ char* At(void* base, size_t byte_offset) { return static_cast<char*>(base) + byt
 }  // namespace
 
 Result<topology::PathType> ParseP2pLevel(std::string_view text) {
-  using topology::PathType;
-  if (text.empty()) return PathType::kPxb;
-  if (text.size() == 1 && text[0] >= '0' && text[0] <= '5') {
-    static constexpr PathType kLegacy[] = {PathType::kLoc, PathType::kPix, PathType::kPxb,
-                                           PathType::kPhb, PathType::kSys, PathType::kSys};
-    return kLegacy[text[0] - '0'];
-  }
-  Result<PathType> t = topology::ParsePathType(text);
-  if (!t.ok() || t.value() == PathType::kNet) {
-    return InvalidArgument("NCCL_P2P_LEVEL='" + std::string(text) +
-                           "' is not LOC, NVL, PIX, PXB, PHB, SYS or 0-5");
-  }
-  return t;
+  return topology::ParseLevel(text, "NCCL_P2P_LEVEL");
 }
 
 std::string DeviceIpc::LocalRecord(cuda::DeviceOps* ops) {

@@ -134,6 +134,21 @@ Result<PathType> ParsePathType(std::string_view s) {
                          "' (one of LOC, NVL, NVB, PIX, PXB, PHB, NODE, SYS, NET)");
 }
 
+Result<PathType> ParseLevel(std::string_view text, std::string_view variable) {
+  if (text.empty()) return PathType::kPxb;
+  if (text.size() == 1 && text[0] >= '0' && text[0] <= '5') {
+    static constexpr PathType kLegacy[] = {PathType::kLoc, PathType::kPix, PathType::kPxb,
+                                           PathType::kPhb, PathType::kSys, PathType::kSys};
+    return kLegacy[text[0] - '0'];
+  }
+  Result<PathType> t = ParsePathType(text);
+  if (!t.ok() || t.value() == PathType::kNet) {
+    return InvalidArgument(std::string(variable) + "='" + std::string(text) +
+                           "' is not LOC, NVL, PIX, PXB, PHB, SYS or 0-5");
+  }
+  return t;
+}
+
 Path ClassifyPath(const Topology& t, int a, int b) {
   if (a == b) return Path{PathType::kLoc, kLocalGbs, 0};
   if (NvCapable(t, a) && NvCapable(t, b)) {

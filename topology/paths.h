@@ -29,6 +29,12 @@ enum class PathType {
 std::string_view Name(PathType type);
 Result<PathType> ParsePathType(std::string_view s);
 
+// A distance setting as NCCL reads NCCL_P2P_LEVEL and NCCL_NET_GDR_LEVEL:
+// a path name (not NET) or the legacy integers 0-5 (LOC, PIX, PXB, PHB,
+// SYS, SYS); empty means NCCL's default, PXB. InvalidArgument naming
+// `variable` and the value otherwise.
+Result<PathType> ParseLevel(std::string_view text, std::string_view variable);
+
 struct Path {
   PathType type = PathType::kSys;
   double bw_gbs = 0;  // the narrowest link on the path, GB/s per direction

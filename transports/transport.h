@@ -65,6 +65,12 @@ struct Transfer {
   // recv only: dst is final (nothing in this operation reads it again), so a
   // transport may write a large one around the cache (transports/streaming.h).
   bool nontemporal = false;
+  // src (send) or dst (recv) is GPU memory, which the NIC reads or writes
+  // directly (GPUDirect RDMA, transports/ib/gdr.h): only a connection whose
+  // sends_device_memory() / receives_device_memory_from() allow it may take
+  // such a transfer, and nothing else may touch those bytes on the CPU (no
+  // reduce_with, no copy_to).
+  bool device = false;
   // send only: the bytes that have left are also copied here (`bytes` of
   // room, not overlapping src), by the engine, soon after the transport
   // read them, while they are still in cache (an out-of-place all-gather's
@@ -155,6 +161,10 @@ class Connection {
   // rank's doorbell instead).
   virtual void AppendPollFds(std::vector<pollfd>* fds) const { (void)fds; }
   virtual bool uses_doorbell() const { return false; }
+  // GPUDirect RDMA: whether sends may come straight from GPU memory, and
+  // the smallest receive that may land straight in GPU memory (0: none).
+  virtual bool sends_device_memory() const { return false; }
+  virtual size_t receives_device_memory_from() const { return 0; }
   // Called while sleeping (rarely): a dead peer process found here is an error.
   virtual Status CheckPeerAlive() const { return Status::Ok(); }
   // For timeout messages: whom the peer itself is blocked on, when it says

@@ -211,6 +211,12 @@ const IntParam kIbGidIndex("IB_GID_INDEX", "-1", true,
     "RoCE GID table index to use; -1 = automatic (RoCEv2 IPv4 on the socket subnet first)");
 const IntParam kIbTimeout("IB_TIMEOUT", "20", true,
     "IB queue pair ACK timeout exponent, 1..31: 4.096 us x 2^value per retry");
+const StringParam kNetGdrLevel("NET_GDR_LEVEL", "", true,
+    "Farthest GPU-to-NIC path for GPUDirect RDMA: LOC, NVL, PIX, PXB, PHB or SYS (or 0-5); empty = PXB");
+const IntParam kNetGdrRead("NET_GDR_READ", "-1", true,
+    "GPUDirect RDMA for sends too (the NIC reads GPU memory): 1 on, 0 staged through host memory; -1 = on");
+const BoolParam kDmabufEnable("DMABUF_ENABLE", "1", true,
+    "Register GPU memory for GPUDirect RDMA as a Linux dma-buf (ibv_reg_dmabuf_mr) when the driver offers it");
 const IntParam kIbRetryCnt("IB_RETRY_CNT", "7", true,
     "IB queue pair transport retries before a write fails, 0..7");
 const BoolParam kShmSingleCopy("SHM_SINGLE_COPY", "1", false,
@@ -256,37 +262,13 @@ const StringParam kDebugFile("DEBUG_FILE", "", true,
 
 const std::vector<const Param*>& All() {
   static const std::vector<const Param*> all = {
-      &kTimeoutMs,
-      &kSocketIfname,
-      &kSocketFamily,
-      &kSocketNthreads,
-      &kNsocksPerthread,
-      &kShmDisable,
-      &kShmSingleCopy,
-      &kShmReadPrice,
-      &kShmStream,
-      &kShmSmall,
-      &kP2pDisable,
-      &kP2pLevel,
-      &kCudaStagingChunk,
-      &kCudaIpcCopyBytes,
-      &kNet,
-      &kIbDisable,
-      &kRequireTransport,
-      &kIbHca,
-      &kIbGidIndex,
-      &kIbTimeout,
-      &kIbRetryCnt,
-      &kBuffsize,
-      &kAlgo,
-      &kTune,
-      &kTopoFile,
-      &kTopoDumpFile,
-      &kStatusPort,
-      &kSpinUs,
-      &kDebug,
-      &kDebugSubsys,
-      &kDebugFile,
+      &kTimeoutMs,  &kSocketIfname,  &kSocketFamily,     &kSocketNthreads,   &kNsocksPerthread,
+      &kShmDisable, &kShmSingleCopy, &kShmReadPrice,     &kShmStream,        &kShmSmall,
+      &kP2pDisable, &kP2pLevel,      &kCudaStagingChunk, &kCudaIpcCopyBytes, &kNet,
+      &kIbDisable,  &kNetGdrLevel,   &kNetGdrRead,       &kDmabufEnable,     &kRequireTransport,
+      &kIbHca,      &kIbGidIndex,    &kIbTimeout,        &kIbRetryCnt,       &kBuffsize,
+      &kAlgo,       &kTune,          &kTopoFile,         &kTopoDumpFile,     &kStatusPort,
+      &kSpinUs,     &kDebug,         &kDebugSubsys,      &kDebugFile,
   };
   return all;
 }

@@ -85,6 +85,9 @@ extern const IntParam kCudaStagingChunk;
 extern const IntParam kCudaIpcCopyBytes;
 extern const StringParam kNet;
 extern const BoolParam kIbDisable;
+extern const StringParam kNetGdrLevel;  // GPUDirect RDMA (transports/ib/gdr.h)
+extern const IntParam kNetGdrRead;
+extern const BoolParam kDmabufEnable;
 extern const StringParam kRequireTransport;
 extern const StringParam kIbHca;
 extern const IntParam kIbGidIndex;

@@ -115,7 +115,7 @@ TEST_F(ParamsTest, DefaultsWhenNothingIsSet) {
 
 TEST_F(ParamsTest, RegistryIsCompleteAndWellFormed) {
   const std::vector<const Param*>& all = params::All();
-  ASSERT_EQ(all.size(), 31u);
+  ASSERT_EQ(all.size(), 34u);
   EXPECT_EQ(all.front(), &params::kTimeoutMs);
   EXPECT_EQ(all.back(), &params::kDebugFile);
   std::set<std::string> names;

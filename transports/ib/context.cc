@@ -176,6 +176,7 @@ class VerbsWire final : public IbWire {
     e.ring_addr = reinterpret_cast<uint64_t>(ring_);
     e.ring_rkey = ring_mr_->rkey;
     e.ring_bytes = static_cast<uint32_t>(ring_bytes_);
+    e.grants = dev_->opt.gdr.recv;
     return e;
   }
   void set_remote(const Endpoint& r) { remote_ = r; }
@@ -186,11 +187,11 @@ class VerbsWire final : public IbWire {
     wr.wr_id = w.wr_id;
     wr.sg_list = w.bytes > 0 ? &sge : nullptr;
     wr.num_sge = w.bytes > 0 ? 1 : 0;
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.opcode = w.with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.imm_data = htonl(w.imm);
-    wr.wr.rdma.remote_addr = remote_.ring_addr + w.remote_offset;
-    wr.wr.rdma.rkey = remote_.ring_rkey;
+    wr.wr.rdma.remote_addr = w.rkey != 0 ? w.remote_addr : remote_.ring_addr + w.remote_offset;
+    wr.wr.rdma.rkey = w.rkey != 0 ? w.rkey : remote_.ring_rkey;
     ibv_send_wr* bad = nullptr;
     const int rc = Api::PostSend(qp_, &wr, &bad);
     return rc == 0 ? Status::Ok() : SystemError("ibv_post_send", rc);
@@ -248,6 +249,39 @@ class VerbsWire final : public IbWire {
     *handle = mr;
     return MemoryKey{mr->lkey, mr->rkey};
   }
+  // GPUDirect RDMA: the whole allocation, for local and remote writes (a
+  // granted receive), as a dma-buf (ibv_reg_dmabuf_mr, addressed by its
+  // device virtual address) or, with nvidia_peermem, by plain ibv_reg_mr.
+  Result<MemoryKey> RegisterDevice(uintptr_t addr, size_t bytes, void** handle, uintptr_t* begin,
+                                   uintptr_t* end) override {
+    const IbOptions& o = dev_->opt;
+    if (o.gdr.way == GdrWay::kNone || !o.device_allocation) {
+      return Registrar::RegisterDevice(addr, bytes, handle, begin, end);
+    }
+    const bool dmabuf = o.gdr.way == GdrWay::kDmaBuf;
+    LOOM_ASSIGN_OR_RETURN(const DeviceAllocation a,
+                          o.device_allocation(reinterpret_cast<const void*>(addr), dmabuf));
+    const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    ibv_mr* mr = nullptr;
+    if (dmabuf) {
+      mr = api_.reg_dmabuf_mr(dev_->pd, 0, a.bytes, a.base, a.dmabuf_fd, access);
+      const int err = errno;
+      close(a.dmabuf_fd);  // the registration holds its own reference
+      errno = err;
+    } else {
+      mr = api_.reg_mr(dev_->pd, reinterpret_cast<void*>(a.base), a.bytes, access);
+    }
+    if (mr == nullptr) {
+      return SystemError(std::string(dmabuf ? "ibv_reg_dmabuf_mr" : "ibv_reg_mr (nvidia-peermem)") +
+                             " of " + std::to_string(a.bytes) + " bytes of GPU memory on " +
+                             o.port.device + " (NCCL_NET_GDR_LEVEL=LOC turns GPUDirect RDMA off)",
+                         errno);
+    }
+    *handle = mr;
+    *begin = a.base;
+    *end = a.base + a.bytes;
+    return MemoryKey{mr->lkey, mr->rkey};
+  }
   void Deregister(void* handle) override { api_.dereg_mr(static_cast<ibv_mr*>(handle)); }
 
  private:
@@ -301,7 +335,9 @@ Result<std::vector<std::unique_ptr<Connection>>> IbContext::Connect(
     Exchange& exchange, int rank, const std::vector<int>& peers,
     const std::vector<std::string>& hosts, Deadline deadline) {
   const IbOptions& opt = impl_->opt;
-  const uint32_t max_wr = 2 * opt.connection.layout.slots + 4;
+  // Writes out: data and credits up to `slots` each, answers up to kAnswers;
+  // receives: those and the peer's answers and last granted writes.
+  const uint32_t max_wr = 2 * (opt.connection.layout.slots + RingLayout::kAnswers) + 4;
   std::mt19937 rng(std::random_device{}());
   std::vector<std::unique_ptr<VerbsWire>> wires;
   std::vector<Endpoint> locals;
@@ -309,7 +345,7 @@ Result<std::vector<std::unique_ptr<Connection>>> IbContext::Connect(
   for (int p : peers) {
     const std::string desc = "rank " + std::to_string(p) + " (" + hosts[p] + ")";
     auto w = std::make_unique<VerbsWire>(impl_);
-    LOOM_TRY(w->Init(opt.connection.layout.bytes(), max_wr, desc));
+    LOOM_TRY(w->Init(opt.connection.layout.total_bytes(), max_wr, desc));
     LOOM_ASSIGN_OR_RETURN(QpTransition init, NextTransition(QpState::kReset, {}, {}, opt.knobs));
     LOOM_TRY(w->Apply(init, desc));
     locals.push_back(w->Local(rng() & 0xffffff));
@@ -322,18 +358,22 @@ Result<std::vector<std::unique_ptr<Connection>>> IbContext::Connect(
     const int p = peers[i];
     const std::string desc = "rank " + std::to_string(p) + " (" + hosts[p] + ")";
     LOOM_ASSIGN_OR_RETURN(Endpoint remote, DecodeEndpoint(FromHex(EntryFor(all[p], rank)), desc));
-    if (remote.ring_bytes != opt.connection.layout.bytes()) {
-      return InvalidUsage(desc + " has an IB ring of " + std::to_string(remote.ring_bytes) +
-                          " bytes, this rank " + std::to_string(opt.connection.layout.bytes()) +
-                          " (different loom versions?)");
+    if (remote.ring_bytes != opt.connection.layout.total_bytes()) {
+      return InvalidUsage(
+          desc + " has an IB ring of " + std::to_string(remote.ring_bytes) + " bytes, this rank " +
+          std::to_string(opt.connection.layout.total_bytes()) + " (different loom versions?)");
     }
     wires[i]->set_remote(remote);
     for (QpState s : {QpState::kInit, QpState::kRtr}) {
       LOOM_ASSIGN_OR_RETURN(QpTransition t, NextTransition(s, locals[i], remote, opt.knobs));
       LOOM_TRY(wires[i]->Apply(t, desc));
     }
-    LOOM_ASSIGN_OR_RETURN(auto conn, IbConnection::Create(p, hosts[p], via(), std::move(wires[i]),
-                                                          opt.connection));
+    IbConnectionOptions co = opt.connection;
+    co.device_sends = opt.gdr.send;
+    co.device_recvs = opt.gdr.recv;
+    co.peer_grants = remote.grants;
+    LOOM_ASSIGN_OR_RETURN(auto conn,
+                          IbConnection::Create(p, hosts[p], via(), std::move(wires[i]), co));
     LOOM_INFO(log::kInit | log::kNet, "rank %d -> rank %d via %s (%s:%d, qpn %u -> %u)", rank, p,
               via().c_str(), opt.port.device.c_str(), opt.port.port, locals[i].qpn, remote.qpn);
     conns.push_back(std::move(conn));

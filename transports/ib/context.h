@@ -11,6 +11,7 @@
 
 #include "comm/base/exchange.h"
 #include "transports/ib/connection.h"
+#include "transports/ib/gdr.h"
 #include "transports/ib/qp.h"
 #include "transports/ib/select.h"
 #include "transports/transport.h"
@@ -22,7 +23,11 @@ struct IbOptions {
   int gid_index = -1;                 // NCCL_IB_GID_INDEX; -1 = ChooseGid's automatic rule
   std::optional<Ipv4Subnet> subnet;   // RoCE: prefer the GID on this subnet
   QpKnobs knobs;                      // NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT (port is filled in)
-  IbConnectionOptions connection;
+  IbConnectionOptions connection;     // device_sends/device_recvs follow `gdr`
+  // GPUDirect RDMA (gdr.h): how GPU memory is registered (kNone: it never
+  // reaches the connections), and where its allocations are.
+  GdrChoice gdr;
+  DeviceAllocationFn device_allocation;
 };
 
 // Thread-compatible: Create and Connect from the init thread; the

@@ -13,13 +13,30 @@
 
 namespace loom::ib {
 
-// The ring geometry, equal on both ends: `slots` slots of `slot_bytes`.
+// The ring geometry, equal on both ends: `slots` slots of `slot_bytes`,
+// then a mailbox of kAnswers records where the peer's answers to this end's
+// large messages land (connection.h).
 struct RingLayout {
+  static constexpr uint32_t kAnswers = 8;           // answers outstanding per direction
+  static constexpr size_t kAnswerRecordBytes = 16;  // AnswerRecord
   size_t slot_bytes = 128 << 10;
   uint32_t slots = 32;  // at most 255: a credit message carries the count in 8 bits
   size_t bytes() const { return slot_bytes * slots; }
   size_t Offset(uint32_t slot) const { return slot * slot_bytes; }
+  size_t MailboxOffset(uint64_t answer) const {
+    return bytes() + (answer % kAnswers) * kAnswerRecordBytes;
+  }
+  // What the registered region holds: the ring and the mailbox.
+  size_t total_bytes() const { return bytes() + kAnswers * kAnswerRecordBytes; }
 };
+
+// A grant: where the receiver's buffer for message `seq` is and its key.
+struct AnswerRecord {
+  uint64_t addr = 0;
+  uint32_t rkey = 0;
+  uint32_t seq = 0;  // modulo 256, checked against the message
+};
+static_assert(sizeof(AnswerRecord) == RingLayout::kAnswerRecordBytes);
 
 // Sender side: the peer's ring slots this end may write into. A write takes
 // the next slot in order (the peer consumes them in order); the peer returns

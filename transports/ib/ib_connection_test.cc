@@ -2,7 +2,9 @@
 // connections joined by an in-memory IbWire fake that performs RDMA writes
 // with immediate (copy into the peer's ring, a receive completion there, a
 // write completion here) and checks keys, bounds and posted receives the
-// way an HCA would. Plus the registration cache over a fake registrar.
+// way an HCA would, GPUDirect RDMA's grants included (the fake's "device
+// memory" is host memory it was told about). Plus the registration cache
+// over a fake registrar.
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -195,6 +197,13 @@ TEST(Flow, ImmediateKindsRoundTrip) {
   EXPECT_EQ(d.kind, ImmInfo::Kind::kData);
   EXPECT_EQ(d.chunk, kMaxChunks - 1);
   EXPECT_EQ(d.seq, 7u);
+  const ImmInfo g = DecodeImm(AnswerImm(513, true));
+  EXPECT_EQ(g.kind, ImmInfo::Kind::kAnswerGrant);
+  EXPECT_EQ(g.seq, 1u);
+  EXPECT_EQ(DecodeImm(AnswerImm(9, false)).kind, ImmInfo::Kind::kAnswerRing);
+  const ImmInfo w = DecodeImm(GrantedImm(200));
+  EXPECT_EQ(w.kind, ImmInfo::Kind::kGranted);
+  EXPECT_EQ(w.seq, 200u);
 }
 
 // ---- IbConnection over an in-memory fake wire pair ----
@@ -224,11 +233,30 @@ class FakeWire : public IbWire {
       Push(done);
       return Status::Ok();
     }
-    EXPECT_LE(w.remote_offset + w.bytes, peer->ring_.size()) << "write past the peer's ring";
+    char* target = nullptr;
+    if (w.rkey != 0) {  // into a buffer the peer granted: its key must cover it
+      if (!peer->Covered(reinterpret_cast<const void*>(w.remote_addr), w.bytes, w.rkey)) {
+        done.status = 10;  // IBV_WC_REM_ACCESS_ERR
+        Push(done);
+        return Status::Ok();
+      }
+      target = reinterpret_cast<char*>(w.remote_addr);
+      ++granted_writes;
+    } else {
+      EXPECT_LE(w.remote_offset + w.bytes, peer->ring_.size()) << "write past the peer's ring";
+      target = peer->ring_.data() + w.remote_offset;
+      if (DecodeImm(w.imm).kind == ImmInfo::Kind::kData) ++ring_chunks;
+    }
+    if (!w.with_imm) {
+      std::memcpy(target, w.local, w.bytes);
+      Push(done);
+      ++writes;
+      return Status::Ok();
+    }
     EXPECT_FALSE(peer->recvs_.empty()) << "no receive posted for an immediate (RNR)";
     if (peer->recvs_.empty()) return InternalError("RNR");
     // Credit returns carry no bytes (and no local buffer).
-    if (w.bytes > 0) std::memcpy(peer->ring_.data() + w.remote_offset, w.local, w.bytes);
+    if (w.bytes > 0) std::memcpy(target, w.local, w.bytes);
     peer->Push(WireCompletion{peer->recvs_.front(), WireCompletion::Op::kRecv, 0, 0, w.imm,
                               static_cast<uint32_t>(w.bytes)});
     peer->recvs_.pop_front();
@@ -268,9 +296,24 @@ class FakeWire : public IbWire {
     ++registrations;
     return MemoryKey{key, key};
   }
+  // "Device memory": the allocations a test declared; the whole one is registered.
+  Result<MemoryKey> RegisterDevice(uintptr_t addr, size_t bytes, void** handle, uintptr_t* begin,
+                                   uintptr_t* end) override {
+    for (const auto& [base, len] : device_allocations) {
+      if (base <= addr && addr + bytes <= base + len) {
+        *begin = base;
+        *end = base + len;
+        ++device_registrations;
+        return Register(base, len, handle);
+      }
+    }
+    return InternalError("not device memory");
+  }
   void Deregister(void* handle) override { mrs_.erase(static_cast<uint32_t>(reinterpret_cast<uintptr_t>(handle))); }
 
-  size_t writes = 0, registrations = 0;
+  size_t writes = 0, registrations = 0, granted_writes = 0, device_registrations = 0;
+  size_t ring_chunks = 0;  // payload chunks written into the peer's ring
+  std::map<uintptr_t, size_t> device_allocations;
 
  private:
   bool Covered(const void* p, size_t n, uint32_t lkey) const {
@@ -296,8 +339,8 @@ struct Pair {
   FakeWire *wa = nullptr, *wb = nullptr;
 
   explicit Pair(IbConnectionOptions o = Small()) {
-    auto x = std::make_unique<FakeWire>(o.layout.bytes());
-    auto y = std::make_unique<FakeWire>(o.layout.bytes());
+    auto x = std::make_unique<FakeWire>(o.layout.total_bytes());
+    auto y = std::make_unique<FakeWire>(o.layout.total_bytes());
     x->peer = y.get();
     y->peer = x.get();
     wa = x.get();
@@ -371,8 +414,8 @@ TEST(IbConnection, AwkwardSizesBothWaysAtOnce) {
     EXPECT_EQ(r0, s1) << n;
     EXPECT_TRUE(p.a->idle());
   }
-  // Receives never outgrow what was posted: 2 x slots.
-  EXPECT_LE(p.wa->max_posted_recvs, 8u);
+  // Receives never outgrow what was posted: 2 x (slots + answers).
+  EXPECT_LE(p.wa->max_posted_recvs, 2u * (4 + RingLayout::kAnswers));
   // Idle: only the staging ring stays registered (see RegistrationCache).
   EXPECT_EQ(p.a->registrations().size(), 1u);
 }
@@ -521,6 +564,177 @@ TEST(IbConnection, SleepsOnTheCompletionChannelAndWakesOnArrival) {
   EXPECT_EQ(poll(fds.data(), 1, 0), 1);
   ASSERT_TRUE(p.Run({&r, &s, &s2, &r2}).ok());
   EXPECT_EQ(std::memcmp(y, x, 10), 0);
+}
+
+// ---- GPUDirect RDMA: device transfers and the receiver's grants ----
+
+// Both ends send from and receive into "GPU memory" (eager 600 bytes; the
+// granted payload in writes of at most 1000 bytes).
+IbConnectionOptions Gdr() {
+  IbConnectionOptions o = Pair::Small();
+  o.device_sends = o.device_recvs = o.peer_grants = true;
+  o.granted_write_bytes = 1000;
+  return o;
+}
+
+// A buffer the fake wires take for device memory (one allocation of
+// `room`, declared on both: either end may register it).
+struct DeviceBuffer {
+  std::vector<char> bytes;
+  DeviceBuffer(Pair& p, size_t room) : bytes(room) {
+    for (FakeWire* w : {p.wa, p.wb}) w->device_allocations[Base()] = room;
+  }
+  uintptr_t Base() const { return reinterpret_cast<uintptr_t>(bytes.data()); }
+};
+
+TEST(IbGdr, DeviceToDeviceGoesStraightIntoTheGrantedBuffer) {
+  Pair p(Gdr());
+  EXPECT_TRUE(p.a->sends_device_memory());
+  EXPECT_EQ(p.a->receives_device_memory_from(), 601u);
+  for (size_t n : {size_t{601}, size_t{1000}, size_t{5003}, size_t{100003}}) {
+    DeviceBuffer s0(p, n + 64), s1(p, n + 64), r0(p, n + 64), r1(p, n + 64);
+    const auto x = Pattern(n, 1), y = Pattern(n, 2);
+    std::memcpy(s0.bytes.data() + 64, x.data(), n);  // not at the allocation's start
+    std::memcpy(s1.bytes.data() + 64, y.data(), n);
+    Transfer ts0 = Send(s0.bytes.data() + 64, n), tr1 = Recv(r1.bytes.data() + 64, n);
+    Transfer ts1 = Send(s1.bytes.data() + 64, n), tr0 = Recv(r0.bytes.data() + 64, n);
+    for (Transfer* t : {&ts0, &tr1, &ts1, &tr0}) t->device = true;
+    p.a->PostSend(&ts0);
+    p.a->PostRecv(&tr0);
+    p.b->PostSend(&ts1);
+    p.b->PostRecv(&tr1);
+    ASSERT_TRUE(p.Run({&ts0, &tr1, &ts1, &tr0}).ok()) << n;
+    EXPECT_EQ(std::memcmp(r1.bytes.data() + 64, x.data(), n), 0) << n;
+    EXPECT_EQ(std::memcmp(r0.bytes.data() + 64, y.data(), n), 0) << n;
+    // No payload through the rings: all of it went into the granted
+    // buffers, in writes of at most 1000 bytes.
+    EXPECT_EQ(p.wa->ring_chunks + p.wb->ring_chunks, 0u) << n;
+    EXPECT_TRUE(p.a->idle() && p.b->idle());
+  }
+  EXPECT_EQ(p.wa->granted_writes, 1u + 1u + 6u + 101u);
+  // Each send and each receive registered its whole allocation once.
+  EXPECT_EQ(p.wa->device_registrations, 8u);
+  EXPECT_EQ(p.a->registrations().size(), 1u);  // idle: only the staging ring
+}
+
+TEST(IbGdr, HostAndDeviceBuffersMixOnAGrantingConnection) {
+  Pair p(Gdr());
+  // Host to host, small and large (answered "through the ring"); a device
+  // send into host memory (its chunks written from GPU memory, eager size
+  // or not); a host send into GPU memory (granted).
+  constexpr size_t kBig = 3000, kSmall = 500;
+  DeviceBuffer dev_src(p, kBig), dev_dst(p, kBig), dev_small(p, kSmall);
+  const auto a = Pattern(kBig, 3), b = Pattern(kBig, 4), c = Pattern(kSmall, 5),
+             d = Pattern(kBig, 6);
+  std::memcpy(dev_src.bytes.data(), b.data(), kBig);
+  std::memcpy(dev_small.bytes.data(), c.data(), kSmall);
+  std::vector<char> host_a(kBig), host_b(kBig), host_c(kSmall);
+  Transfer s1 = Send(a.data(), kBig), r1 = Recv(host_a.data(), kBig);
+  Transfer s2 = Send(dev_src.bytes.data(), kBig), r2 = Recv(host_b.data(), kBig);
+  Transfer s3 = Send(dev_small.bytes.data(), kSmall), r3 = Recv(host_c.data(), kSmall);
+  Transfer s4 = Send(d.data(), kBig), r4 = Recv(dev_dst.bytes.data(), kBig);
+  s2.device = s3.device = r4.device = true;
+  for (Transfer* t : {&s1, &s2, &s3, &s4}) p.a->PostSend(t);
+  for (Transfer* t : {&r1, &r2, &r3, &r4}) p.b->PostRecv(t);
+  ASSERT_TRUE(p.Run({&s1, &r1, &s2, &r2, &s3, &r3, &s4, &r4}).ok());
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), host_a.begin()));
+  EXPECT_TRUE(std::equal(b.begin(), b.end(), host_b.begin()));
+  EXPECT_TRUE(std::equal(c.begin(), c.end(), host_c.begin()));
+  EXPECT_TRUE(std::equal(d.begin(), d.end(), dev_dst.bytes.begin()));
+  EXPECT_EQ(p.wa->granted_writes, 3u);  // only the last message, in 1000-byte writes
+}
+
+TEST(IbGdr, ManyLargeMessagesBeyondTheAnswersInFlight) {
+  Pair p(Gdr());
+  constexpr int kMsgs = 3 * RingLayout::kAnswers + 1;
+  constexpr size_t kN = 700;
+  DeviceBuffer src(p, kMsgs * kN), dst(p, kMsgs * kN);
+  for (size_t i = 0; i < src.bytes.size(); ++i) src.bytes[i] = static_cast<char>(i * 7);
+  std::vector<Transfer> sends, recvs;
+  for (int i = 0; i < kMsgs; ++i) {
+    sends.push_back(Send(src.bytes.data() + i * kN, kN));
+    recvs.push_back(Recv(dst.bytes.data() + i * kN, kN));
+    sends.back().device = recvs.back().device = i % 2 == 0;  // odd ones through the ring
+  }
+  std::vector<Transfer*> all;
+  for (int i = 0; i < kMsgs; ++i) {
+    p.a->PostSend(&sends[i]);
+    p.b->PostRecv(&recvs[i]);
+    all.push_back(&sends[i]);
+    all.push_back(&recvs[i]);
+  }
+  ASSERT_TRUE(p.Run(all).ok());
+  EXPECT_EQ(src.bytes, dst.bytes);
+  EXPECT_LE(p.wa->max_posted_recvs, 2u * (4 + RingLayout::kAnswers));
+  EXPECT_LE(p.wb->max_posted_recvs, 2u * (4 + RingLayout::kAnswers));
+}
+
+TEST(IbGdr, ALargeSendWaitsForTheReceiverToPostItsReceive) {
+  Pair p(Gdr());
+  DeviceBuffer src(p, 2000), dst(p, 2000);
+  src.bytes.assign(2000, 'x');
+  Transfer s = Send(src.bytes.data(), 2000), r = Recv(dst.bytes.data(), 2000);
+  s.device = r.device = true;
+  p.a->PostSend(&s);
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(p.a->Progress().ok());
+    ASSERT_TRUE(p.b->Progress().ok());
+  }
+  EXPECT_TRUE(s.header_done);  // the header went; the payload waits for a grant
+  EXPECT_EQ(s.done, 0u);
+  EXPECT_EQ(p.wa->granted_writes, 0u);
+  p.b->PostRecv(&r);
+  ASSERT_TRUE(p.Run({&s, &r}).ok());
+  EXPECT_EQ(src.bytes, dst.bytes);
+}
+
+TEST(IbGdr, DeviceTransfersTheConnectionCannotTakeAreNamed) {
+  auto run = [](IbConnectionOptions o, size_t n, bool dev_send, bool dev_recv, bool reduce) {
+    Pair p(o);
+    DeviceBuffer src(p, n), dst(p, n);
+    Transfer s = Send(src.bytes.data(), n), r = Recv(dst.bytes.data(), n);
+    s.device = dev_send;
+    r.device = dev_recv;
+    if (reduce) {
+      r.reduce_with = dst.bytes.data();
+      r.reduce = &ReduceInto;
+    }
+    p.a->PostSend(&s);
+    p.b->PostRecv(&r);
+    return p.Run({&s, &r});
+  };
+  Status st = run(Gdr(), 600, false, true, false);  // not above the eager size
+  EXPECT_TRUE(Contains(st.message(),
+                       "a receive of 600 bytes into GPU memory from rank 0 (h0, via NET/IB/0) is "
+                       "not above the eager size"))
+      << st.message();
+  st = run(Gdr(), 4000, false, true, true);
+  EXPECT_TRUE(
+      Contains(st.message(), "4000 bytes into GPU memory from rank 0 (h0, via NET/IB/0) reduces"))
+      << st.message();
+  IbConnectionOptions no_gdr = Pair::Small();
+  st = run(no_gdr, 4000, false, true, false);
+  EXPECT_TRUE(Contains(st.message(), "which has no GPUDirect RDMA: it should have been staged"))
+      << st.message();
+  st = run(no_gdr, 4000, true, false, false);
+  EXPECT_TRUE(Contains(
+      st.message(),
+      "a send from GPU memory to rank 1 (h1, via NET/IB/0), which has no GPUDirect RDMA for sends"))
+      << st.message();
+}
+
+TEST(IbGdr, MismatchedSizesAcrossTheEagerLimitAreNamedNotHung) {
+  for (auto [send, recv] : {std::pair<size_t, size_t>{4000, 500}, {500, 4000}}) {
+    Pair p(Gdr());
+    std::vector<char> x(send), y(recv);
+    Transfer s = Send(x.data(), send), r = Recv(y.data(), recv);
+    p.a->PostSend(&s);
+    p.b->PostRecv(&r);
+    const Status st = p.Run({&s, &r});
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.code(), Code::kTimeout) << st.message();
+    EXPECT_TRUE(Contains(st.message(), "rank 0 (h0, via NET/IB/0)")) << st.message();
+  }
 }
 
 TEST(IbConnection, RejectsBadLayouts) {

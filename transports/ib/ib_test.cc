@@ -1,7 +1,9 @@
 // IB logic without hardware: NCCL_IB_HCA, port and GID choice, the queue
-// pair's transitions, endpoint records, framing, and "no IB" discovery.
+// pair's transitions, endpoint records, framing, GPUDirect RDMA's rules,
+// and "no IB" discovery.
 #include <gtest/gtest.h>
 
+#include "transports/ib/gdr.h"
 #include "transports/ib/qp.h"
 #include "transports/ib/select.h"
 #include "transports/ib/verbs.h"
@@ -138,6 +140,7 @@ Endpoint SomeEndpoint(uint32_t qpn, bool ethernet) {
   e.ring_addr = 0x7f0012345678;
   e.ring_rkey = 0xdeadbeef;
   e.ring_bytes = 4 << 20;
+  e.grants = ethernet;  // varied with the other flag
   return e;
 }
 
@@ -152,6 +155,10 @@ TEST(Endpoint, RoundTripsAndRejectsMalformedRecords) {
     ASSERT_FALSE(bad.ok());
     EXPECT_TRUE(Contains(bad.status().message(), "from rank 1 (b)"));
   }
+  EXPECT_EQ(DecodeEndpoint(EncodeEndpoint(SomeEndpoint(9, false)), "p")->grants, false);
+  std::string grant = wire;
+  grant.back() = 2;
+  EXPECT_TRUE(Contains(DecodeEndpoint(grant, "p").status().message(), "grant flag 2"));
   std::string magic = wire;
   magic[0] ^= 1;
   EXPECT_TRUE(Contains(DecodeEndpoint(magic, "p").status().message(), "magic"));
@@ -252,6 +259,117 @@ TEST(Framing, OutOfOrderImmediatesAreNamed) {
   EXPECT_TRUE(Contains(s.message(), "from rank 3 (c)"));
   EXPECT_TRUE(Contains(s.message(), "got message 7 chunk 2, expected message 7 chunk 1"));
   EXPECT_EQ(EncodeImm(256 + 5, (1u << 24) + 9), EncodeImm(5, 9));  // both fields wrap
+}
+
+// A rank whose GPU sits under the NIC's PCIe switch on a machine that
+// offers both ways of registering device memory.
+GdrFacts CloseGpu() {
+  GdrFacts f;
+  f.gpu = true;
+  f.gpu_index = 1;
+  f.nic = "mlx5_0";
+  f.path_known = true;
+  f.path = topology::PathType::kPix;
+  f.verbs_dmabuf = true;
+  f.cuda_dmabuf = true;
+  f.peermem = true;
+  return f;
+}
+
+TEST(Gdr, CloseGpuUsesDmaBufForBothDirections) {
+  auto c = DecideGdr(CloseGpu());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->way, GdrWay::kDmaBuf);
+  EXPECT_TRUE(c->send);
+  EXPECT_TRUE(c->recv);
+  EXPECT_EQ(
+      c->line,
+      "GPU Direct RDMA Enabled for GPU 1 / HCA mlx5_0 (distance PIX <= PXB), read 1 mode DMA-BUF");
+}
+
+TEST(Gdr, DistanceBeyondTheLevelDisablesIt) {
+  GdrFacts f = CloseGpu();
+  f.path = topology::PathType::kSys;  // across the SMP link
+  auto c = DecideGdr(f);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->way, GdrWay::kNone);
+  EXPECT_FALSE(c->send || c->recv);
+  EXPECT_TRUE(Contains(c->line, "Disabled for GPU 1 / HCA mlx5_0 (distance SYS > PXB")) << c->line;
+  for (const char* level : {"SYS", "sys", "4", "5"}) {
+    f.level = level;
+    EXPECT_EQ(DecideGdr(f)->way, GdrWay::kDmaBuf) << level;
+  }
+  f.path = topology::PathType::kPxb;
+  f.level = "PIX";
+  EXPECT_EQ(DecideGdr(f)->way, GdrWay::kNone);
+  f.level = "2";  // legacy PXB
+  EXPECT_EQ(DecideGdr(f)->way, GdrWay::kDmaBuf);
+  f.level = "LOC";
+  f.path = topology::PathType::kPix;
+  EXPECT_EQ(DecideGdr(f)->way, GdrWay::kNone);
+}
+
+TEST(Gdr, AnUnknownPathCountsAsSys) {
+  GdrFacts f = CloseGpu();
+  f.path_known = false;
+  auto c = DecideGdr(f);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->way, GdrWay::kNone);
+  EXPECT_TRUE(Contains(c->line, "distance unknown, taken as SYS > PXB")) << c->line;
+  f.level = "SYS";
+  EXPECT_EQ(DecideGdr(f)->way, GdrWay::kDmaBuf);
+}
+
+TEST(Gdr, FallsBackToPeermemThenToStaging) {
+  GdrFacts f = CloseGpu();
+  f.dmabuf_enable = false;  // NCCL_DMABUF_ENABLE=0
+  EXPECT_EQ(DecideGdr(f)->way, GdrWay::kPeerMem);
+  f = CloseGpu();
+  f.verbs_dmabuf = false;
+  auto c = DecideGdr(f);
+  EXPECT_EQ(c->way, GdrWay::kPeerMem);
+  EXPECT_TRUE(Contains(c->line, "mode nvidia-peermem")) << c->line;
+  f.peermem = false;
+  c = DecideGdr(f);
+  EXPECT_EQ(c->way, GdrWay::kNone);
+  EXPECT_TRUE(
+      Contains(c->line, "libibverbs has no ibv_reg_dmabuf_mr, and nvidia_peermem is not loaded"))
+      << c->line;
+  f = CloseGpu();
+  f.cuda_dmabuf = false;
+  f.peermem = false;
+  EXPECT_TRUE(Contains(DecideGdr(f)->line, "the GPU driver exports no dma-buf"));
+  f.dmabuf_enable = false;
+  EXPECT_TRUE(Contains(DecideGdr(f)->line, "NCCL_DMABUF_ENABLE=0"));
+}
+
+TEST(Gdr, ReadZeroKeepsSendsStaged) {
+  GdrFacts f = CloseGpu();
+  f.read = 0;  // NCCL_NET_GDR_READ=0
+  auto c = DecideGdr(f);
+  EXPECT_TRUE(c->recv);
+  EXPECT_FALSE(c->send);
+  EXPECT_TRUE(Contains(c->line, "read 0 mode DMA-BUF")) << c->line;
+  f.read = 1;
+  EXPECT_TRUE(DecideGdr(f)->send);
+}
+
+TEST(Gdr, NoGpuAndBadLevels) {
+  GdrFacts f = CloseGpu();
+  f.gpu = false;
+  EXPECT_EQ(DecideGdr(f)->way, GdrWay::kNone);
+  f = CloseGpu();
+  for (const char* bad : {"NET", "6", "near", "PXBX"}) {
+    f.level = bad;
+    auto c = DecideGdr(f);
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_TRUE(Contains(c.status().message(), std::string("NCCL_NET_GDR_LEVEL='") + bad + "'"))
+        << c.status().message();
+  }
+  EXPECT_EQ(ParseGdrLevel("").value(), topology::PathType::kPxb);  // NCCL's default
+  EXPECT_EQ(ParseGdrLevel("0").value(), topology::PathType::kLoc);
+  EXPECT_EQ(ParseGdrLevel("3").value(), topology::PathType::kPhb);
+  EXPECT_EQ(ParseGdrLevel("NODE").value(), topology::PathType::kNode);
 }
 
 TEST(Discovery, ReportsNoIbCleanly) {

@@ -35,7 +35,7 @@ static_assert(IBV_MTU_256 == 1 && IBV_MTU_4096 == 5);
 #endif
 
 constexpr uint32_t kEndpointMagic = 0x6c6f6962;  // "loib"
-constexpr size_t kEndpointBytes = 4 + 2 + 16 + 1 + 4 + 4 + 1 + 1 + 8 + 4 + 4;
+constexpr size_t kEndpointBytes = 4 + 2 + 16 + 1 + 4 + 4 + 1 + 1 + 8 + 4 + 4 + 1;
 constexpr uint32_t k24 = (1u << 24) - 1;
 
 class Out {
@@ -94,6 +94,7 @@ std::string EncodeEndpoint(const Endpoint& e) {
   o.Put(e.ring_addr);
   o.Put(e.ring_rkey);
   o.Put(e.ring_bytes);
+  o.Put(static_cast<uint8_t>(e.grants ? 1 : 0));
   return o.s_;
 }
 
@@ -117,7 +118,10 @@ Result<Endpoint> DecodeEndpoint(std::string_view bytes, const std::string& peer_
   e.ring_addr = in.Get<uint64_t>();
   e.ring_rkey = in.Get<uint32_t>();
   e.ring_bytes = in.Get<uint32_t>();
+  const uint8_t grants = in.Get<uint8_t>();
   if (eth > 1) return bad("link layer flag " + std::to_string(eth));
+  if (grants > 1) return bad("grant flag " + std::to_string(grants));
+  e.grants = grants == 1;
   e.ethernet = eth == 1;
   if (e.qpn == 0 || e.qpn > k24) return bad("queue pair number " + std::to_string(e.qpn));
   if (e.psn > k24) return bad("packet sequence number " + std::to_string(e.psn));
@@ -198,24 +202,45 @@ Status CheckImm(uint32_t imm, uint32_t seq, uint32_t chunk, const std::string& p
 }
 
 namespace {
-constexpr uint32_t kHeaderChunk = k24, kCreditChunk = k24 - 1;
+constexpr uint32_t kHeaderChunk = k24, kCreditChunk = k24 - 1, kGrantedChunk = k24 - 2,
+                   kAnswerRingChunk = k24 - 3, kAnswerGrantChunk = k24 - 4;
+static_assert(kAnswerGrantChunk == kMaxChunks, "data chunks stay below the reserved values");
 }  // namespace
 
 uint32_t HeaderImm(uint32_t seq) { return EncodeImm(seq, kHeaderChunk); }
 uint32_t CreditImm(uint32_t credits) { return EncodeImm(credits, kCreditChunk); }
+uint32_t AnswerImm(uint32_t seq, bool grant) {
+  return EncodeImm(seq, grant ? kAnswerGrantChunk : kAnswerRingChunk);
+}
+uint32_t GrantedImm(uint32_t seq) {
+  return EncodeImm(seq, kGrantedChunk);
+}
 
 ImmInfo DecodeImm(uint32_t imm) {
   ImmInfo info;
   const uint32_t chunk = imm & k24, top = imm >> 24;
-  if (chunk == kHeaderChunk) {
-    info.kind = ImmInfo::Kind::kHeader;
-    info.seq = top;
-  } else if (chunk == kCreditChunk) {
-    info.kind = ImmInfo::Kind::kCredit;
-    info.credits = top;
-  } else {
-    info.seq = top;
-    info.chunk = chunk;
+  info.seq = top;
+  switch (chunk) {
+    case kHeaderChunk:
+      info.kind = ImmInfo::Kind::kHeader;
+      break;
+    case kCreditChunk:
+      info.kind = ImmInfo::Kind::kCredit;
+      info.credits = top;
+      info.seq = 0;
+      break;
+    case kGrantedChunk:
+      info.kind = ImmInfo::Kind::kGranted;
+      break;
+    case kAnswerRingChunk:
+      info.kind = ImmInfo::Kind::kAnswerRing;
+      break;
+    case kAnswerGrantChunk:
+      info.kind = ImmInfo::Kind::kAnswerGrant;
+      break;
+    default:
+      info.chunk = chunk;
+      break;
   }
   return info;
 }

@@ -30,6 +30,9 @@ struct Endpoint {
   uint64_t ring_addr = 0;
   uint32_t ring_rkey = 0;
   uint32_t ring_bytes = 0;
+  // GPUDirect RDMA: this end grants large receives into GPU memory, so the
+  // peer's large messages wait for its answer (connection.h).
+  bool grants = false;
   bool operator==(const Endpoint&) const = default;
 };
 
@@ -95,22 +98,28 @@ struct Chunk {
 // The payload chunks of a `bytes`-long message (none for an empty one), in
 // order, every chunk but the last exactly slot_bytes.
 // InvalidArgument when slot_bytes is 0 or the message needs more than
-// kMaxChunks chunks (the two top chunk values are reserved below). Pure.
-inline constexpr uint32_t kMaxChunks = (1u << 24) - 2;
+// kMaxChunks chunks (the top five chunk values are reserved below). Pure.
+inline constexpr uint32_t kMaxChunks = (1u << 24) - 5;
 Result<std::vector<Chunk>> FrameMessage(size_t bytes, size_t slot_bytes, uint32_t seq);
 uint32_t EncodeImm(uint32_t seq, uint32_t chunk);
 // Checks an arriving immediate against the expected (seq, chunk), naming
 // both in the error (a reordering or a lost completion).
 Status CheckImm(uint32_t imm, uint32_t seq, uint32_t chunk, const std::string& peer_desc);
 
-// The other two writes use reserved chunk values: the header of message
-// `seq` (its 16 bytes in a ring slot of their own), and a credit message
-// (no bytes) returning `credits` (1..255) ring slots to the writer.
+// The other writes use reserved chunk values: the header of message `seq`
+// (its 16 bytes in a ring slot of their own); a credit message (no bytes)
+// returning `credits` (1..255) ring slots to the writer; a receiver's
+// answer to a large message (connection.h): a grant of its buffer, whose
+// record is in the writer's mailbox, or "through the ring" (no bytes); and
+// the last write of a message into a granted buffer.
 uint32_t HeaderImm(uint32_t seq);
 uint32_t CreditImm(uint32_t credits);
+uint32_t AnswerImm(uint32_t seq, bool grant);
+uint32_t GrantedImm(uint32_t seq);
 struct ImmInfo {
-  enum class Kind : uint8_t { kData, kHeader, kCredit } kind = Kind::kData;
-  uint32_t seq = 0;      // kData, kHeader: message sequence modulo 256
+  enum class Kind : uint8_t { kData, kHeader, kCredit, kAnswerRing, kAnswerGrant, kGranted };
+  Kind kind = Kind::kData;
+  uint32_t seq = 0;      // every kind but kCredit: message sequence modulo 256
   uint32_t chunk = 0;    // kData
   uint32_t credits = 0;  // kCredit
 };

@@ -3,16 +3,21 @@
 
 namespace loom::ib {
 
+Result<MemoryKey> Registrar::RegisterDevice(uintptr_t, size_t, void**, uintptr_t*, uintptr_t*) {
+  return InternalError("GPU memory reached an IB connection without GPUDirect RDMA");
+}
+
 RegistrationCache::~RegistrationCache() {
   for (Entry& e : entries_) registrar_->Deregister(e.handle);
 }
 
-Result<RegistrationCache::Ref> RegistrationCache::Acquire(const void* addr, size_t bytes) {
+Result<RegistrationCache::Ref> RegistrationCache::Acquire(const void* addr, size_t bytes,
+                                                          bool device) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
   if (bytes == 0) return InvalidArgument("registering an empty range");
   if (a + bytes < a) return InvalidArgument("registration range wraps the address space");
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    if (!it->stale && it->begin <= a && a + bytes <= it->end) {
+    if (!it->stale && it->device == device && it->begin <= a && a + bytes <= it->end) {
       entries_.splice(entries_.begin(), entries_, it);  // most recently used
       ++hits_;
       ++entries_.front().pins;
@@ -20,9 +25,18 @@ Result<RegistrationCache::Ref> RegistrationCache::Acquire(const void* addr, size
     }
   }
   Entry e;
-  e.begin = a / page_ * page_;
-  e.end = (a + bytes + page_ - 1) / page_ * page_;
-  LOOM_ASSIGN_OR_RETURN(e.key, registrar_->Register(e.begin, e.end - e.begin, &e.handle));
+  e.device = device;
+  if (device) {
+    LOOM_ASSIGN_OR_RETURN(e.key, registrar_->RegisterDevice(a, bytes, &e.handle, &e.begin, &e.end));
+    if (!(e.begin <= a && a + bytes <= e.end)) {
+      registrar_->Deregister(e.handle);
+      return InternalError("a device registration does not cover the range asked for");
+    }
+  } else {
+    e.begin = a / page_ * page_;
+    e.end = (a + bytes + page_ - 1) / page_ * page_;
+    LOOM_ASSIGN_OR_RETURN(e.key, registrar_->Register(e.begin, e.end - e.begin, &e.handle));
+  }
   ++misses_;
   e.pins = 1;
   entries_.push_front(e);

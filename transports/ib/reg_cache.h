@@ -25,6 +25,12 @@ class Registrar {
  public:
   virtual ~Registrar() = default;
   virtual Result<MemoryKey> Register(uintptr_t addr, size_t bytes, void** handle) = 0;
+  // GPU memory (GPUDirect RDMA, transports/ib/gdr.h): registers the whole
+  // device allocation holding [addr, addr + bytes), for local and remote
+  // writes, and says its range in [*begin, *end). Only a wire set up for
+  // GPUDirect RDMA offers it; the default refuses.
+  virtual Result<MemoryKey> RegisterDevice(uintptr_t addr, size_t bytes, void** handle,
+                                           uintptr_t* begin, uintptr_t* end);
   virtual void Deregister(void* handle) = 0;
 };
 
@@ -46,6 +52,7 @@ class RegistrationCache {
     MemoryKey key;
     void* handle = nullptr;
     int pins = 0;
+    bool device = false;  // GPU memory (RegisterDevice): the whole allocation
     bool stale = false;  // invalidated while pinned: never reused, dropped at the last Unpin
   };
   using Ref = Entry*;
@@ -57,9 +64,11 @@ class RegistrationCache {
   RegistrationCache& operator=(const RegistrationCache&) = delete;
 
   // A pinned entry covering [addr, addr + bytes) (bytes > 0); Unpin it when
-  // the writes using it have completed. A registrar failure is returned as
-  // is and leaves the cache unchanged.
-  Result<Ref> Acquire(const void* addr, size_t bytes);
+  // the writes using it have completed. `device`: the range is GPU memory,
+  // registered through RegisterDevice (host and device entries never serve
+  // each other). A registrar failure is returned as is and leaves the cache
+  // unchanged.
+  Result<Ref> Acquire(const void* addr, size_t bytes, bool device = false);
   void Unpin(Ref ref);
 
   // Deregisters unpinned entries overlapping [addr, addr + bytes); pinned

@@ -104,6 +104,7 @@ const Api& LoadApi(const char* library) {
   Sym(h, "ibv_modify_qp", &api.modify_qp, &err);
   Sym(h, "ibv_destroy_qp", &api.destroy_qp, &err);
   Sym(h, "ibv_wc_status_str", &api.wc_status_str, &err);
+  api.reg_dmabuf_mr = reinterpret_cast<decltype(api.reg_dmabuf_mr)>(dlsym(h, "ibv_reg_dmabuf_mr"));
   if (!err.empty()) err = std::string(library) + " is unusable: " + err;
   return api;
 }
@@ -155,7 +156,17 @@ Discovery DiscoverPorts(const char* library) {
   return d;
 }
 
+bool VerbsHasDmaBuf(const char* library) {
+  const Api& api = LoadApi(library);
+  return api.error.empty() && api.reg_dmabuf_mr != nullptr;
+}
+
 #else  // no verbs header at build time
+
+bool VerbsHasDmaBuf(const char* library) {
+  (void)library;
+  return false;
+}
 
 Discovery DiscoverPorts(const char* library) {
   (void)library;

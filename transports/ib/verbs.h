@@ -26,4 +26,8 @@ struct Discovery {
 // Thread-safe; blocks briefly (device queries).
 Discovery DiscoverPorts(const char* library = "libibverbs.so.1");
 
+// Whether `library` loads and exports ibv_reg_dmabuf_mr (GPUDirect RDMA
+// through dma-buf, gdr.h). Thread-safe.
+bool VerbsHasDmaBuf(const char* library = "libibverbs.so.1");
+
 }  // namespace loom::ib

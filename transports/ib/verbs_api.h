@@ -36,6 +36,8 @@ struct Api {
   int (*modify_qp)(ibv_qp*, ibv_qp_attr*, int) = nullptr;
   int (*destroy_qp)(ibv_qp*) = nullptr;
   const char* (*wc_status_str)(ibv_wc_status) = nullptr;
+  // Optional (rdma-core 34 and later; null when absent): GPUDirect RDMA by dma-buf.
+  ibv_mr* (*reg_dmabuf_mr)(ibv_pd*, uint64_t, size_t, uint64_t, int, int) = nullptr;
   std::string error;  // why loading failed; empty when every symbol resolved
 
   // The inline verbs, through the provider's ops table as verbs.h does.

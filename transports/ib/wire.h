@@ -24,7 +24,10 @@ struct WireCompletion {
 };
 
 // An RDMA write with immediate of [local, local + bytes) (registered under
-// lkey) into the peer's ring at `remote_offset`; bytes may be 0.
+// lkey) into the peer's ring (and mailbox) at `remote_offset`; bytes may be
+// 0. With rkey set, into a buffer the peer granted instead: at remote_addr
+// under rkey. Without `with_imm`, a plain write: the peer sees no
+// completion (the connection's last write of the message tells it).
 struct WriteRequest {
   uint64_t wr_id = 0;
   const void* local = nullptr;
@@ -32,6 +35,9 @@ struct WriteRequest {
   uint32_t lkey = 0;
   uint64_t remote_offset = 0;
   uint32_t imm = 0;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  bool with_imm = true;
 };
 
 // Owned by one IbConnection and used only from the thread driving it.
@@ -44,7 +50,7 @@ class IbWire : public Registrar {
   virtual Status PostRecv(uint64_t wr_id) = 0;
   // Up to `max` completions into `out`; returns how many (0 = none now).
   virtual Result<int> Poll(WireCompletion* out, int max) = 0;
-  // The registered ring the peer writes into (ring_bytes long).
+  // The registered ring and mailbox the peer writes into (ring_bytes long).
   virtual char* ring() = 0;
   virtual size_t ring_bytes() const = 0;
   // ibv_wc_status_str for a completion status.
