@@ -234,9 +234,13 @@ Status Communicator::Impl::IssueOnStream(const CollArgs& args, GpuStream stream)
     return v;
   }
   if (space.value() == cuda::MemSpace::kHost) return IssueBlocking(args);
-  // Managed memory cannot be exported through CUDA IPC: staged (then every
-  // rank must pass managed memory, as NCCL expects one kind on all ranks).
-  const Placement where{true, stream, ipc_.Handles(args.kind) && !managed};
+  // Managed memory cannot be exported through CUDA IPC nor as a dma-buf:
+  // staged (then every rank must pass managed memory, as NCCL expects one
+  // kind on all ranks).
+  Placement where{true, stream, ipc_.Handles(args.kind) && !managed};
+  where.gdr = !where.ipc && !managed && args.kind == OpKind::kSendRecv && args.root != rank &&
+              engine_ != nullptr &&
+              NetworkTakesDeviceBuffer(args, rank, engine_->connection(args.root));
   if (GroupDepth() > 0) {
     GroupAdd(this, args, where);
     return Status::Ok();

@@ -312,11 +312,18 @@ Status DevicePath::StageChunks(const CollArgs& a, cuda::StreamHandle stream, int
   return Status::Ok();
 }
 
+bool NetworkTakesDeviceBuffer(const CollArgs& a, int rank, const Connection* to_peer) {
+  if (a.kind != OpKind::kSendRecv || a.root == rank || to_peer == nullptr) return false;
+  if (a.send != nullptr) return to_peer->sends_device_memory();
+  const size_t from = to_peer->receives_device_memory_from();
+  return from > 0 && a.count * SizeOf(a.type) >= from;
+}
+
 Status DevicePath::StageAndQueue(std::vector<CollArgs> items, const std::vector<Placement>& where,
                                  int rank, int size, const QueueFn& queue) {
   std::lock_guard<std::mutex> lock(mu_);
   LOOM_TRY(EnsureSignal());
-  if (chunk_bytes_ > 0 && items.size() == 1 && where[0].device && !where[0].ipc) {
+  if (chunk_bytes_ > 0 && items.size() == 1 && where[0].device && !where[0].in_place()) {
     const CollArgs& a = items.front();
     // A chunk's larger region is about chunk_bytes_.
     const auto [send_blocks, recv_blocks] = ChunkBlocks(a.kind, size);
@@ -349,7 +356,7 @@ Status DevicePath::StageAndQueue(std::vector<CollArgs> items, const std::vector<
   // anything is enqueued.
   std::vector<size_t> slots(items.size(), 0);
   for (size_t i = 0; i < items.size(); ++i) {
-    if (!where[i].device || where[i].ipc) continue;
+    if (!where[i].device || where[i].in_place()) continue;
     LOOM_ASSIGN_OR_RETURN(slots[i], ScalarSlotBytes(items[i]));
   }
   std::vector<Block*> taken;
@@ -360,7 +367,7 @@ Status DevicePath::StageAndQueue(std::vector<CollArgs> items, const std::vector<
   for (cuda::StreamHandle stream : streams) {
     size_t need = 0;
     for (size_t i = 0; i < items.size(); ++i) {
-      if (!where[i].device || where[i].ipc || where[i].stream != stream) continue;
+      if (!where[i].device || where[i].in_place() || where[i].stream != stream) continue;
       const Extents e = ExtentsOf(items[i], rank, size);
       need += AlignUp(e.send) + AlignUp(e.recv) + slots[i];
     }
@@ -383,8 +390,9 @@ Status DevicePath::StageAndQueue(std::vector<CollArgs> items, const std::vector<
     for (size_t i = 0; i < items.size() && failed.ok(); ++i) {
       if (!where[i].device || where[i].stream != stream) continue;
       CollArgs& a = items[i];
-      if (where[i].ipc) {
-        a.device = true;  // read in place on the device, after `ready`
+      if (where[i].in_place()) {
+        a.device = where[i].ipc;  // read in place on the device, after `ready`
+        a.gdr = where[i].gdr;     // read or written in place by the NIC
         continue;
       }
       const Extents e = ExtentsOf(a, rank, size);

@@ -21,17 +21,27 @@
 
 #include "collectives/algos/algorithms.h"
 #include "transports/cuda/device_ops.h"
+#include "transports/transport.h"
 
 namespace loom {
 
 // How one issued item is placed: device items are ordered on `stream`, and
 // staged through pinned host memory unless `ipc` (then the device reads the
-// peers' buffers in place, comm/device_ipc.h).
+// peers' buffers in place, comm/device_ipc.h) or `gdr` (a Send/Recv the
+// network transport reads or writes in place, GPUDirect RDMA).
 struct Placement {
   bool device = false;
   cuda::StreamHandle stream = nullptr;
   bool ipc = false;
+  bool gdr = false;
+  bool in_place() const { return ipc || gdr; }
 };
+
+// Whether the connection to a Send/Recv's peer moves its device buffer in
+// place: sends when the connection sends from GPU memory, receives when it
+// receives this many bytes straight into GPU memory. Never for a message
+// to self or without a connection. Pure.
+bool NetworkTakesDeviceBuffer(const CollArgs& a, int rank, const Connection* to_peer);
 
 // One queued operation's device side (defined in device_path.cc). Shared
 // between the queued Op and nobody else; opaque to the communicator.
@@ -80,7 +90,8 @@ class DevicePath {
   // hands them with their StagedOp to `queue`, under one lock so that
   // sequence order is queue order. Rewrites the device pointers of `items`
   // to pinned regions, except for `ipc` items, which keep them and are
-  // marked CollArgs::device (their streams only wait). Returns once everything is enqueued on the streams;
+  // marked CollArgs::device, and `gdr` items, marked CollArgs::gdr (the
+  // streams of both only wait). Returns once everything is enqueued on the streams;
   // an enqueue failure is returned, and the caller must then release the
   // streams (part of the work may be on them already).
   using QueueFn = std::function<void(std::vector<CollArgs>, std::shared_ptr<StagedOp>)>;

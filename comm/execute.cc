@@ -2,6 +2,7 @@
 // running a batch (Execute) and one operation (RunOne) on the algorithm
 // SelectAlgo picks (Choose caches the pick). The queue and the worker that
 // call these are in communicator.cc.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -158,6 +159,7 @@ Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
     t.kind = OpKind::kSendRecv;
     t.bytes = a.count * SizeOf(a.type);
     t.type = a.type;
+    t.device = a.gdr;  // GPUDirect RDMA: the NIC reads or writes it in place
     if (a.send != nullptr) {
       t.dir = Transfer::Dir::kSend;
       t.src = a.send;
@@ -169,6 +171,12 @@ Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
   // Sends the way the latest exploration concluded, not an exploration's.
   if (stream_chooser_) SetStreaming(stream_chooser_->latest());
   LOOM_TRY(engine_->Run(p2p, deadline));
+  // What the NIC wrote into device memory must be visible to the work the
+  // user's stream runs once released.
+  if (std::any_of(sr.begin(), sr.end(),
+                  [](const CollArgs& a) { return a.gdr && a.recv != nullptr; })) {
+    LOOM_TRY(device_.ops()->FlushRdmaWrites().WithContext("after receiving into GPU memory"));
+  }
   tracker_.Completed(first_seq + sr.size() - 1, sr.back());
   return Status::Ok();
 }

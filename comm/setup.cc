@@ -20,6 +20,7 @@
 #include "comm/transport_plan.h"
 #include "comm/unique_id.h"
 #include "topology/cost_model.h"
+#include "topology/discover.h"
 #include "topology/host.h"
 #include "topology/inet_address.h"
 #include "topology/job.h"
@@ -104,6 +105,52 @@ ib::IbOptions IbOptionsFromParams(const ib::PortInfo& port, const NetInterface* 
     o.subnet = ib::Ipv4Subnet{ntohl(in->sin_addr.s_addr), socket_if->prefix_len};
   }
   return o;
+}
+
+// GPUDirect RDMA on this rank's IB port (transports/ib/gdr.h): what this
+// process can tell about its GPU, the NIC and the machine, decided by
+// NCCL's rules and logged. Without device ops nothing is decided or
+// logged; a bad NCCL_NET_GDR_LEVEL stages device buffers, with a WARN.
+// Sets o->gdr, and o->device_allocation when GPUDirect RDMA is on.
+void DecideGdr(cuda::DeviceOps* ops, ib::IbOptions* o) {
+  if (ops == nullptr) return;
+  const ib::PortInfo& port = o->port;
+  Result<int> device = ops->CurrentDevice();
+  Result<std::string> bus = ops->CurrentBusId();
+  if (!device.ok() || !bus.ok()) return;
+  ib::GdrFacts f;
+  f.gpu = true;
+  f.gpu_index = device.value();
+  f.nic = port.device;
+  if (Result<topology::Topology> topo = topology::LocalTopology(); topo.ok()) {
+    const int gpu = topo->FindBusId(bus.value());
+    int nic = topo->Find(port.device + ":" + std::to_string(port.port));
+    if (nic < 0) nic = topo->Find(port.device);
+    if (gpu >= 0 && nic >= 0) {
+      f.path_known = true;
+      f.path = topology::ClassifyPath(*topo, gpu, nic).type;
+    }
+  }
+  f.level = params::kNetGdrLevel.Get();
+  f.read = params::kNetGdrRead.Get();
+  f.dmabuf_enable = params::kDmabufEnable.Get();
+  f.verbs_dmabuf = ib::VerbsHasDmaBuf();
+  Result<bool> dmabuf = ops->DmaBufSupported();
+  f.cuda_dmabuf = dmabuf.ok() && dmabuf.value();
+  f.peermem = ib::PeerMemLoaded();
+  Result<ib::GdrChoice> c = ib::DecideGdr(f);
+  if (!c.ok()) {
+    LOOM_WARN(log::kInit | log::kNet, "%s: device buffers are staged through host memory",
+              c.status().message().c_str());
+    return;
+  }
+  LOOM_INFO(log::kInit | log::kNet, "NET/IB : %s", c->line.c_str());
+  o->gdr = c.value();
+  if (o->gdr.way == ib::GdrWay::kNone) return;
+  o->device_allocation = [ops](const void* ptr, bool dmabuf) -> Result<ib::DeviceAllocation> {
+    LOOM_ASSIGN_OR_RETURN(const cuda::DeviceOps::Allocation a, ops->AllocationOf(ptr, dmabuf));
+    return ib::DeviceAllocation{a.base, a.bytes, a.dmabuf_fd};
+  };
 }
 
 // Whether NCCL_NET or LOOM_REQUIRE_TRANSPORT asks for UCX: only then is a
@@ -425,8 +472,9 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   if (any_ib_pair) {
     std::unique_ptr<ib::IbContext> ib_ctx;
     if (!ib_peers.empty()) {
-      LOOM_ASSIGN_OR_RETURN(ib_ctx, ib::IbContext::Create(IbOptionsFromParams(
-                                        ib_port, socket_if ? &*socket_if : nullptr)));
+      ib::IbOptions io = IbOptionsFromParams(ib_port, socket_if ? &*socket_if : nullptr);
+      DecideGdr(impl->device_.ops(), &io);
+      LOOM_ASSIGN_OR_RETURN(ib_ctx, ib::IbContext::Create(io));
     }
     std::vector<std::unique_ptr<Connection>> ib_conns;
     if (ib_ctx != nullptr) {

@@ -18,6 +18,7 @@
 #include "topology/host.h"
 #include "topology/inet_address.h"
 #include "topology/netif.h"
+#include "transports/ib/gdr.h"
 #include "transports/ib/verbs.h"
 
 namespace loom::doctor {
@@ -29,16 +30,6 @@ int64_t Limit(int resource) {
   if (getrlimit(resource, &rl) != 0) return -1;
   if (rl.rlim_cur == RLIM_INFINITY) return kUnlimited;
   return static_cast<int64_t>(rl.rlim_cur);
-}
-
-// Whether a GPUDirect RDMA peer-memory module is loaded.
-bool GdrModuleLoaded() {
-  std::ifstream modules("/proc/modules");
-  std::string line;
-  while (std::getline(modules, line)) {
-    if (line.rfind("nvidia_peermem ", 0) == 0 || line.rfind("nv_peer_mem ", 0) == 0) return true;
-  }
-  return false;
 }
 
 // How reports name this host: the identity override tests and operators set,
@@ -201,7 +192,7 @@ HostFacts GatherLocalFacts(const GatherOptions& opt) {
   }
   for (const std::string& n : names) f.resolutions.push_back(ResolveName(n));
   f.limits = ReadLimits();
-  f.gdr_module = GdrModuleLoaded();
+  f.gdr_module = ib::PeerMemLoaded();
   // The topology file (LOOM_TOPO_FILE) wins, as for the runtime; verbs'
   // reason for finding nothing is asked separately since the model drops it.
   if (auto t = topology::LocalTopology(); t.ok()) f.topology = std::move(t).value();

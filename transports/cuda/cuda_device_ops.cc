@@ -5,6 +5,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cctype>
@@ -21,14 +22,17 @@
 namespace loom::cuda {
 namespace {
 
-// The driver functions the stream wait needs, or null where unavailable.
-struct DriverWaitFns {
+// The driver functions loom uses, or null where unavailable.
+struct DriverFns {
   PFN_cuStreamWaitValue64_v11070 wait64 = nullptr;
   PFN_cuDeviceGetAttribute_v2000 attribute = nullptr;
+  // GPUDirect RDMA: the allocation around a pointer, and its dma-buf.
+  PFN_cuMemGetAddressRange_v3020 address_range = nullptr;
+  PFN_cuMemGetHandleForAddressRange_v11070 range_handle = nullptr;
 };
 
-DriverWaitFns LoadDriverWaitFns() {
-  DriverWaitFns fns;
+DriverFns LoadDriverFns() {
+  DriverFns fns;
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
   if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue64", &fn, 11070, cudaEnableDefault, &q) ==
@@ -40,6 +44,16 @@ DriverWaitFns LoadDriverWaitFns() {
           cudaSuccess &&
       q == cudaDriverEntryPointSuccess) {
     fns.attribute = reinterpret_cast<PFN_cuDeviceGetAttribute_v2000>(fn);
+  }
+  if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 3020, cudaEnableDefault, &q) ==
+          cudaSuccess &&
+      q == cudaDriverEntryPointSuccess) {
+    fns.address_range = reinterpret_cast<PFN_cuMemGetAddressRange_v3020>(fn);
+  }
+  if (cudaGetDriverEntryPointByVersion("cuMemGetHandleForAddressRange", &fn, 11070,
+                                       cudaEnableDefault, &q) == cudaSuccess &&
+      q == cudaDriverEntryPointSuccess) {
+    fns.range_handle = reinterpret_cast<PFN_cuMemGetHandleForAddressRange_v11070>(fn);
   }
   (void)cudaGetLastError();
   return fns;
@@ -202,12 +216,69 @@ class CudaOps final : public DeviceOps {
     return ok != 0;
   }
 
+  Result<bool> DmaBufSupported() override {
+    const DriverFns& f = Fns();
+    int dev = 0, ok = 0;
+    if (f.attribute == nullptr || f.range_handle == nullptr || f.address_range == nullptr)
+      return false;
+    LOOM_CUDA_TRY(cudaGetDevice(&dev));
+    return f.attribute(&ok, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev) == CUDA_SUCCESS && ok != 0;
+  }
+
+  Result<Allocation> AllocationOf(const void* ptr, bool dmabuf) override {
+    const DriverFns& f = Fns();
+    if (f.address_range == nullptr || (dmabuf && f.range_handle == nullptr)) {
+      return Status(Code::kUnhandledCudaError,
+                    "the CUDA driver lacks cuMemGetAddressRange or "
+                    "cuMemGetHandleForAddressRange (GPUDirect RDMA by dma-buf)");
+    }
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    CUresult r = f.address_range(&base, &size, reinterpret_cast<CUdeviceptr>(ptr));
+    if (r != CUDA_SUCCESS) {
+      return Status(Code::kUnhandledCudaError,
+                    "cuMemGetAddressRange failed: CUresult " + std::to_string(static_cast<int>(r)));
+    }
+    // dma-buf export wants host-page-aligned ranges (NCCL widens the same way).
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    Allocation a;
+    a.base = static_cast<uintptr_t>(base) / page * page;
+    a.bytes = (static_cast<uintptr_t>(base) + size + page - 1) / page * page - a.base;
+    if (dmabuf) {
+      int fd = -1;
+      r = f.range_handle(&fd, static_cast<CUdeviceptr>(a.base), a.bytes,
+                         CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+      if (r != CUDA_SUCCESS) {
+        return Status(Code::kUnhandledCudaError,
+                      "cuMemGetHandleForAddressRange (dma-buf) failed: CUresult " +
+                          std::to_string(static_cast<int>(r)));
+      }
+      a.dmabuf_fd = fd;
+    }
+    return a;
+  }
+
+  Status FlushRdmaWrites() override {
+    const cudaError_t e = cudaDeviceFlushGPUDirectRDMAWrites(
+        cudaFlushGPUDirectRDMAWritesTargetCurrentDevice, cudaFlushGPUDirectRDMAWritesToOwner);
+    if (e == cudaErrorNotSupported) {  // writes are already ordered on this platform
+      (void)cudaGetLastError();
+      return Status::Ok();
+    }
+    return CudaStatus(e, "cudaDeviceFlushGPUDirectRDMAWrites");
+  }
+
  private:
+  const DriverFns& Fns() {
+    std::call_once(fns_once_, [this] { fns_ = LoadDriverFns(); });
+    return fns_;
+  }
+
   // Whether the current device takes 64-bit stream waits; decided once
   // (loom's processes use one device) and logged.
   bool UseMemOps() {
     std::call_once(once_, [this] {
-      fns_ = LoadDriverWaitFns();
+      Fns();
       int dev = 0, ok = 0;
       if (fns_.wait64 != nullptr && fns_.attribute != nullptr && cudaGetDevice(&dev) == cudaSuccess &&
           fns_.attribute(&ok, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev) ==
@@ -221,9 +292,9 @@ class CudaOps final : public DeviceOps {
     return mem_ops_;
   }
 
-  std::once_flag once_, ipc_once_;
+  std::once_flag once_, ipc_once_, fns_once_;
   std::unique_ptr<IpcBackend> ipc_;
-  DriverWaitFns fns_;
+  DriverFns fns_;
   bool mem_ops_ = false;
 };
 

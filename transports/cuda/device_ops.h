@@ -113,6 +113,26 @@ class DeviceOps {
   // Whether the current device can map memory of the GPU at `bus_id`
   // (another GPU of this host); false when this process cannot see it.
   virtual Result<bool> CanAccessPeer(const std::string& bus_id) = 0;
+
+  // --- What GPUDirect RDMA needs (transports/ib/gdr.h) ---
+
+  // Whether the current device's memory can be exported as a dma-buf.
+  virtual Result<bool> DmaBufSupported() { return false; }
+  // The device allocation holding `ptr`, widened to whole host pages, and
+  // with `dmabuf` a dma-buf descriptor of that range, which the caller closes.
+  struct Allocation {
+    uintptr_t base = 0;
+    size_t bytes = 0;
+    int dmabuf_fd = -1;
+  };
+  virtual Result<Allocation> AllocationOf(const void* ptr, bool dmabuf) {
+    (void)ptr, (void)dmabuf;
+    return Status(Code::kUnhandledCudaError,
+                  std::string(name()) + ": no device allocations to export");
+  }
+  // Makes the NIC's completed writes into device memory visible to work
+  // queued on the device afterwards (cudaDeviceFlushGPUDirectRDMAWrites).
+  virtual Status FlushRdmaWrites() { return Status::Ok(); }
 };
 
 #if LOOM_HAVE_CUDA

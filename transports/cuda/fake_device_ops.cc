@@ -2,6 +2,9 @@
 // generation counters, device memory as tagged host memory.
 #include "transports/cuda/fake_device_ops.h"
 
+#include <sys/eventfd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -274,6 +277,30 @@ Status FakeDeviceOps::PreMulAsync(void* dst, const void* src, size_t count, Data
 
 Result<bool> FakeDeviceOps::CanAccessPeer(const std::string& bus_id) {
   return bus_id == "0000:00:00.0";
+}
+
+Result<DeviceOps::Allocation> FakeDeviceOps::AllocationOf(const void* ptr, bool dmabuf) {
+  const char* p = static_cast<const char*>(ptr);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = device_.upper_bound(p);
+  if (it == device_.begin() || p >= std::prev(it)->first + std::prev(it)->second.bytes) {
+    return Status(Code::kUnhandledCudaError, "fake: cuMemGetAddressRange: not device memory");
+  }
+  --it;
+  constexpr uintptr_t kPage = 4096;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(it->first);
+  const uintptr_t end = begin + it->second.bytes;
+  Allocation a;
+  a.base = begin / kPage * kPage;
+  a.bytes = (end + kPage - 1) / kPage * kPage - a.base;
+  if (dmabuf) {
+    if (!dmabuf_.load())
+      return Status(Code::kUnhandledCudaError,
+                    "fake: cuMemGetHandleForAddressRange: not supported");
+    a.dmabuf_fd = eventfd(0, EFD_CLOEXEC);
+    if (a.dmabuf_fd < 0) return SystemError("eventfd", errno);
+  }
+  return a;
 }
 
 // The handle carries the allocation's base and serial.

@@ -61,8 +61,18 @@ class FakeDeviceOps final : public DeviceOps {
   }
   Result<std::string> CurrentBusId() override { return std::string("0000:00:00.0"); }
   Result<bool> CanAccessPeer(const std::string& bus_id) override;
+  Result<bool> DmaBufSupported() override { return dmabuf_.load(); }
+  // The "device" allocation holding ptr, page-widened; the dma-buf is an
+  // eventfd standing in for one (the caller closes it).
+  Result<Allocation> AllocationOf(const void* ptr, bool dmabuf) override;
+  Status FlushRdmaWrites() override {
+    ++rdma_flushes_;
+    return Status::Ok();
+  }
 
   // --- what a test drives ---
+  void set_dmabuf_supported(bool on) { dmabuf_.store(on); }
+  size_t rdma_flushes() const { return rdma_flushes_.load(); }
   // A new stream (never nullptr: the fake has no legacy default stream).
   StreamHandle CreateStream();
   // `bytes` of zeroed "device" memory (at least 1 byte is allocated).
@@ -118,6 +128,8 @@ class FakeDeviceOps final : public DeviceOps {
   std::map<void*, std::unique_ptr<char[]>> pinned_;
   std::atomic<size_t> pinned_allocs_{0};
   std::atomic<bool> fail_next_copy_{false};
+  std::atomic<bool> dmabuf_{true};
+  std::atomic<size_t> rdma_flushes_{0};
   std::atomic<bool> stopping_{false};
   uint64_t next_serial_ = 0;
   std::atomic<size_t> ipc_opens_{0}, ipc_closes_{0}, reduce_launches_{0}, frees_while_mapped_{0},

@@ -4,6 +4,7 @@
 #include "transports/cuda/fake_device_ops.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -102,6 +103,29 @@ TEST(FakeDeviceOps, InjectedCopyFailureAndUnknownStream) {
   int bogus = 0;
   EXPECT_EQ(ops.CopyAsync(&b, &a, sizeof a, reinterpret_cast<StreamHandle>(&bogus)).code(),
             Code::kInvalidArgument);
+}
+
+TEST(FakeDeviceOps, AllocationOfWidensToPagesAndHandsOutADescriptor) {
+  FakeDeviceOps ops;
+  char* dev = static_cast<char*>(ops.AllocDevice(5000));
+  auto a = ops.AllocationOf(dev + 4000, /*dmabuf=*/true);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(dev);
+  EXPECT_EQ(a->base % 4096, 0u);
+  EXPECT_LE(a->base, begin);
+  EXPECT_GE(a->base + a->bytes, begin + 5000);
+  EXPECT_EQ(a->bytes % 4096, 0u);
+  ASSERT_GE(a->dmabuf_fd, 0);
+  close(a->dmabuf_fd);
+  EXPECT_EQ(ops.AllocationOf(dev, false)->dmabuf_fd, -1);
+  int host = 0;
+  EXPECT_EQ(ops.AllocationOf(&host, false).status().code(), Code::kUnhandledCudaError);
+  ops.set_dmabuf_supported(false);
+  EXPECT_FALSE(ops.DmaBufSupported().value());
+  EXPECT_FALSE(ops.AllocationOf(dev, true).ok());
+  EXPECT_TRUE(ops.FlushRdmaWrites().ok());
+  EXPECT_EQ(ops.rdma_flushes(), 1u);
+  ops.FreeDevice(dev);
 }
 
 TEST(FakeDeviceOps, DestructionEndsWaitsThatWereNeverSatisfied) {

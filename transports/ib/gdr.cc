@@ -1,6 +1,8 @@
 // DecideGdr (gdr.h): NCCL's GPUDirect RDMA rules as one pure function.
 #include "transports/ib/gdr.h"
 
+#include <fstream>
+
 namespace loom::ib {
 
 const char* GdrWayName(GdrWay way) {
@@ -58,6 +60,15 @@ Result<GdrChoice> DecideGdr(const GdrFacts& f) {
            " <= " + std::string(topology::Name(level)) + "), read " + (c.send ? "1" : "0") +
            " mode " + GdrWayName(c.way);
   return c;
+}
+
+bool PeerMemLoaded(const char* modules) {
+  std::ifstream in(modules);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("nvidia_peermem ", 0) == 0 || line.rfind("nv_peer_mem ", 0) == 0) return true;
+  }
+  return false;
 }
 
 }  // namespace loom::ib

@@ -59,6 +59,10 @@ struct GdrChoice {
 // enables GDR then). dma-buf is preferred when both ways are offered.
 Result<GdrChoice> DecideGdr(const GdrFacts& facts);
 
+// Whether the nvidia_peermem (or the older nv_peer_mem) module is loaded,
+// as `modules` (a /proc/modules listing) says.
+bool PeerMemLoaded(const char* modules = "/proc/modules");
+
 // The device allocation holding an address, as the CUDA layer tells it:
 // its range and, when asked for, a dma-buf descriptor of it (the caller
 // closes it). Set by the communicator; the IB layer never links CUDA.
