@@ -36,6 +36,10 @@ struct CollArgs {
   // The buffers are device memory, read and written only by device work
   // (comm/device_ipc.h); the host algorithms never see such arguments.
   bool device = false;
+  // Send/Recv only: the buffer is device memory that the network reads or
+  // writes in place (GPUDirect RDMA, transports/ib/gdr.h); its Transfer is
+  // marked device, and the CPU never touches it.
+  bool gdr = false;
 };
 
 // Grow-only scratch memory owned by a communicator, pre-faulted when it grows
