@@ -147,18 +147,21 @@ Status DeviceIpc::Setup(cuda::DeviceOps* ops, bootstrap::StoreClient& store, int
     const std::string& mine = parsed[rank].bus_id;
     const std::string& theirs = parsed[q].bus_id;
     topology::PathType path = topology::PathType::kLoc;
-    if (theirs != mine && parsed[q].process == parsed[rank].process) {
-      // Raw pointers of another GPU need peer access enabled; not done here.
-      local_why = "ranks " + std::to_string(rank) + " and " + std::to_string(q) +
-                  " share a process but not a GPU";
-      break;
-    }
     if (theirs != mine) {
       Result<bool> can = ops->CanAccessPeer(theirs);
       if (!can.ok() || !can.value()) {
         local_why = "rank " + std::to_string(rank) + " cannot map GPU " + theirs + " of rank " +
                     std::to_string(q) + (can.ok() ? "" : " (" + can.status().message() + ")");
         break;
+      }
+      if (parsed[q].process == parsed[rank].process) {
+        // One process, another GPU: read through its raw pointers, which
+        // needs peer access from this rank's device.
+        if (Status s = ops->EnablePeerAccess(theirs); !s.ok()) {
+          local_why = "rank " + std::to_string(rank) + " cannot enable peer access to GPU " +
+                      theirs + " of rank " + std::to_string(q) + " (" + s.message() + ")";
+          break;
+        }
       }
       // Classified from the host topology; PHB when it does not show both GPUs.
       path = topology::PathType::kPhb;

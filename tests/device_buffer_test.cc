@@ -16,6 +16,7 @@
 #include "comm/device_ipc.h"
 #include "comm/device_path.h"
 #include "tests/device_conformance.h"
+#include "tests/fake_device_hooks.h"
 #include "tests/harness.h"
 #include "transports/cuda/fake_device_ops.h"
 
@@ -25,25 +26,6 @@ namespace {
 using std::chrono::milliseconds;
 
 Deadline Soon() { return Deadline::After(milliseconds(20000)); }
-
-class FakeHooks final : public DeviceHooks {
- public:
-  explicit FakeHooks(cuda::FakeDeviceOps& ops) : ops_(ops), stream_(ops.CreateStream()) {}
-  void* Alloc(size_t bytes) override { return ops_.AllocDevice(bytes); }
-  void Free(void* p) override { ops_.FreeDevice(p); }
-  void Upload(void* dev, const void* host, size_t bytes) override {
-    ops_.Enqueue(stream_, [=] { std::memcpy(dev, host, bytes); });
-  }
-  void Download(void* host, const void* dev, size_t bytes) override {
-    ops_.Enqueue(stream_, [=] { std::memcpy(host, dev, bytes); });
-  }
-  void Sync() override { ASSERT_TRUE(ops_.Synchronize(stream_, Soon()).ok()); }
-  GpuStream stream() override { return stream_; }
-
- private:
-  cuda::FakeDeviceOps& ops_;
-  GpuStream stream_;
-};
 
 // Parameter: whether CUDA IPC is on (the default with one "GPU") or device
 // buffers are staged through pinned host memory (NCCL_P2P_DISABLE=1).

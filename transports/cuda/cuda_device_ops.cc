@@ -216,6 +216,17 @@ class CudaOps final : public DeviceOps {
     return ok != 0;
   }
 
+  Status EnablePeerAccess(const std::string& bus_id) override {
+    int peer = -1;
+    LOOM_CUDA_TRY(cudaDeviceGetByPCIBusId(&peer, bus_id.c_str()));
+    const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) {
+      (void)cudaGetLastError();
+      return Status::Ok();
+    }
+    return CudaStatus(e, "cudaDeviceEnablePeerAccess(" + bus_id + ")");
+  }
+
   Result<bool> DmaBufSupported() override {
     const DriverFns& f = Fns();
     int dev = 0, ok = 0;

@@ -113,6 +113,10 @@ class DeviceOps {
   // Whether the current device can map memory of the GPU at `bus_id`
   // (another GPU of this host); false when this process cannot see it.
   virtual Result<bool> CanAccessPeer(const std::string& bus_id) = 0;
+  // Lets the current device's work read and write the GPU at `bus_id`
+  // through its raw pointers (ranks of one process on different GPUs);
+  // already enabled counts as success.
+  virtual Status EnablePeerAccess(const std::string& bus_id) = 0;
 
   // --- What GPUDirect RDMA needs (transports/ib/gdr.h) ---
 

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <iterator>
@@ -275,8 +276,44 @@ Status FakeDeviceOps::PreMulAsync(void* dst, const void* src, size_t count, Data
   return Status::Ok();
 }
 
+namespace {
+thread_local int t_device = 0;  // the fake's current device, per thread as in CUDA
+
+std::string FakeBusId(int device) {
+  char id[32];
+  std::snprintf(id, sizeof id, "0000:%02x:00.0", device);
+  return id;
+}
+}  // namespace
+
+Result<int> FakeDeviceOps::CurrentDevice() {
+  return t_device;
+}
+
+Status FakeDeviceOps::SetDevice(int device) {
+  if (device < 0 || device >= devices_.load()) {
+    return InvalidArgument("fake: no device " + std::to_string(device));
+  }
+  t_device = device;
+  return Status::Ok();
+}
+
+Result<std::string> FakeDeviceOps::CurrentBusId() {
+  return FakeBusId(t_device);
+}
+
 Result<bool> FakeDeviceOps::CanAccessPeer(const std::string& bus_id) {
-  return bus_id == "0000:00:00.0";
+  for (int d = 0; d < devices_.load(); ++d) {
+    if (bus_id == FakeBusId(d)) return true;
+  }
+  return false;
+}
+
+Status FakeDeviceOps::EnablePeerAccess(const std::string& bus_id) {
+  LOOM_ASSIGN_OR_RETURN(const bool known, CanAccessPeer(bus_id));
+  if (!known) return Status(Code::kUnhandledCudaError, "fake: no GPU " + bus_id);
+  ++peer_enables_;
+  return Status::Ok();
 }
 
 Result<DeviceOps::Allocation> FakeDeviceOps::AllocationOf(const void* ptr, bool dmabuf) {

@@ -55,12 +55,13 @@ class FakeDeviceOps final : public DeviceOps {
   // process), and fails once the allocation was freed.
   IpcBackend& ipc() override { return ipc_; }
   bool ipc_within_process() const override { return true; }
-  Result<int> CurrentDevice() override { return 0; }
-  Status SetDevice(int device) override {
-    return device == 0 ? Status::Ok() : InvalidArgument("fake: only device 0 exists");
-  }
-  Result<std::string> CurrentBusId() override { return std::string("0000:00:00.0"); }
+  // The calling thread's device, as CUDA keeps it per thread; device d's
+  // bus id is "0000:0d:00.0" (d in hex). All devices reach each other.
+  Result<int> CurrentDevice() override;
+  Status SetDevice(int device) override;
+  Result<std::string> CurrentBusId() override;
   Result<bool> CanAccessPeer(const std::string& bus_id) override;
+  Status EnablePeerAccess(const std::string& bus_id) override;
   Result<bool> DmaBufSupported() override { return dmabuf_.load(); }
   // The "device" allocation holding ptr, page-widened; the dma-buf is an
   // eventfd standing in for one (the caller closes it).
@@ -72,6 +73,9 @@ class FakeDeviceOps final : public DeviceOps {
 
   // --- what a test drives ---
   void set_dmabuf_supported(bool on) { dmabuf_.store(on); }
+  // Devices there are (1 unless set; at most 16); peer accesses enabled so far.
+  void set_device_count(int n) { devices_.store(n); }
+  size_t peer_accesses_enabled() const { return peer_enables_.load(); }
   size_t rdma_flushes() const { return rdma_flushes_.load(); }
   // A new stream (never nullptr: the fake has no legacy default stream).
   StreamHandle CreateStream();
@@ -129,6 +133,8 @@ class FakeDeviceOps final : public DeviceOps {
   std::atomic<size_t> pinned_allocs_{0};
   std::atomic<bool> fail_next_copy_{false};
   std::atomic<bool> dmabuf_{true};
+  std::atomic<int> devices_{1};
+  std::atomic<size_t> peer_enables_{0};
   std::atomic<size_t> rdma_flushes_{0};
   std::atomic<bool> stopping_{false};
   uint64_t next_serial_ = 0;
