@@ -238,9 +238,14 @@ Status Communicator::Impl::IssueOnStream(const CollArgs& args, GpuStream stream)
   // staged (then every rank must pass managed memory, as NCCL expects one
   // kind on all ranks).
   Placement where{true, stream, ipc_.Handles(args.kind) && !managed};
-  where.gdr = !where.ipc && !managed && args.kind == OpKind::kSendRecv && args.root != rank &&
-              engine_ != nullptr &&
-              NetworkTakesDeviceBuffer(args, rank, engine_->connection(args.root));
+  // GPUDirect RDMA: Send/Recv the peer's connection takes in place, and the
+  // data-moving collectives when every link has it (comm/device_net.h).
+  if (!where.ipc && !managed && engine_ != nullptr) {
+    where.gdr = args.kind == OpKind::kSendRecv
+                    ? args.root != rank &&
+                          NetworkTakesDeviceBuffer(args, rank, engine_->connection(args.root))
+                    : net_.Handles(args);
+  }
   if (GroupDepth() > 0) {
     GroupAdd(this, args, where);
     return Status::Ok();

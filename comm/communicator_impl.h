@@ -20,6 +20,7 @@
 #include "comm/base/ring_queue.h"
 #include "comm/bootstrap/store_client.h"
 #include "comm/device_ipc.h"
+#include "comm/device_net.h"
 #include "comm/device_path.h"
 #include "comm/status_port.h"
 #include "comm/stream_chooser.h"
@@ -138,6 +139,7 @@ class Communicator::Impl {
   Scratch premul_scratch_;  // a PreMulSum's scaled input (RunOne)
   DevicePath device_;  // before engine_ too: abandoned transfers may use its pinned blocks
   DeviceIpc ipc_;      // device buffers read in place through CUDA IPC (when enabled)
+  DeviceNet net_;      // data-moving collectives between hosts over GPUDirect RDMA (when enabled)
   std::unique_ptr<Engine> engine_;
   AlgoFilter algo_filter_;
   uint32_t algo_warned_ = 0;  // bit per OpKind: NCCL_ALGO fallback already logged

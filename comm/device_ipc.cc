@@ -15,6 +15,7 @@
 #include "comm/base/log.h"
 #include "comm/base/params.h"
 #include "comm/bootstrap/store_client.h"
+#include "comm/device_path.h"
 #include "topology/discover.h"
 
 namespace loom {
@@ -256,18 +257,9 @@ Status DeviceIpc::EnsureStream() {
 
 Status DeviceIpc::WaitDevice(Deadline deadline, const std::atomic<bool>& abort) {
   LOOM_TRY(ops_->RecordEvent(done_, stream_));
-  auto backoff = std::chrono::microseconds(1);
-  for (;;) {
-    LOOM_ASSIGN_OR_RETURN(const bool done, ops_->QueryEvent(done_));
-    if (done) {
-      unsettled_.store(false);  // everything queued before has finished too
-      return Status::Ok();
-    }
-    if (abort.load()) return RemoteError("aborted while device copies and reductions ran");
-    if (deadline.expired()) return TimeoutError("device copies and reductions did not finish in time");
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::microseconds(100));
-  }
+  LOOM_TRY(PollDeviceEvent(*ops_, done_, deadline, abort, "device copies and reductions"));
+  unsettled_.store(false);  // everything queued before has finished too
+  return Status::Ok();
 }
 
 Result<void*> DeviceIpc::DeviceScratch(size_t bytes) {

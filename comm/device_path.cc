@@ -312,6 +312,19 @@ Status DevicePath::StageChunks(const CollArgs& a, cuda::StreamHandle stream, int
   return Status::Ok();
 }
 
+Status PollDeviceEvent(cuda::DeviceOps& ops, cuda::EventHandle event, Deadline deadline,
+                       const std::atomic<bool>& abort, const char* what) {
+  auto backoff = std::chrono::microseconds(1);
+  for (;;) {
+    LOOM_ASSIGN_OR_RETURN(const bool done, ops.QueryEvent(event));
+    if (done) return Status::Ok();
+    if (abort.load()) return RemoteError(std::string("aborted while ") + what + " ran");
+    if (deadline.expired()) return TimeoutError(std::string(what) + " did not finish in time");
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::microseconds(100));
+  }
+}
+
 bool NetworkTakesDeviceBuffer(const CollArgs& a, int rank, const Connection* to_peer) {
   if (a.kind != OpKind::kSendRecv || a.root == rank || to_peer == nullptr) return false;
   if (a.send != nullptr) return to_peer->sends_device_memory();

@@ -43,6 +43,12 @@ struct Placement {
 // to self or without a connection. Pure.
 bool NetworkTakesDeviceBuffer(const CollArgs& a, int rank, const Connection* to_peer);
 
+// Waits for recorded device work by polling `event` with backoff (1 us
+// doubling to 100 us), never blocking in the driver: kTimeout at
+// `deadline`, RemoteError once `abort` is set, naming `what`.
+Status PollDeviceEvent(cuda::DeviceOps& ops, cuda::EventHandle event, Deadline deadline,
+                       const std::atomic<bool>& abort, const char* what);
+
 // One queued operation's device side (defined in device_path.cc). Shared
 // between the queued Op and nobody else; opaque to the communicator.
 struct StagedOp;

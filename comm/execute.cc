@@ -213,6 +213,13 @@ Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
     return RunOne(summed, deadline);
   }
   const size_t bytes = a.count * SizeOf(a.type);
+  if (a.gdr) {
+    Status s = net_.Run(*engine_, rank, size, a, deadline, abort_);
+    if (s.ok()) return s;
+    return s.WithContext(std::string(OpKindName(a.kind)) +
+                         " on device buffers (GPUDirect RDMA) on rank " + std::to_string(rank) +
+                         " (" + host + ")");
+  }
   if (a.device) {
     Status s = ipc_.Run(*engine_, rank, a, deadline, abort_);
     if (s.ok()) return s;

@@ -471,9 +471,11 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   }
   if (any_ib_pair) {
     std::unique_ptr<ib::IbContext> ib_ctx;
+    bool gdr_both = false;  // GPUDirect RDMA for sends and receives
     if (!ib_peers.empty()) {
       ib::IbOptions io = IbOptionsFromParams(ib_port, socket_if ? &*socket_if : nullptr);
       DecideGdr(impl->device_.ops(), &io);
+      gdr_both = io.gdr.send && io.gdr.recv;
       LOOM_ASSIGN_OR_RETURN(ib_ctx, ib::IbContext::Create(io));
     }
     std::vector<std::unique_ptr<Connection>> ib_conns;
@@ -484,6 +486,31 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
       LOOM_TRY(impl->store_->AllGather("ib-endpoints", "", deadline).status());
     }
     for (size_t i = 0; i < ib_peers.size(); ++i) conns[ib_peers[i]] = std::move(ib_conns[i]);
+    // The data-moving collectives go straight between GPUs
+    // (comm/device_net.h) only when every pair of ranks is linked by IB and
+    // every rank has GPUDirect RDMA both ways: all ranks learn it alike.
+    bool every_link_ib = true;
+    for (int a = 0; a < size && every_link_ib; ++a) {
+      for (int b = a + 1; b < size && every_link_ib; ++b) {
+        auto link = PlanLink(transports, a, b);
+        every_link_ib = link.ok() && link->kind == TransportKind::kIb;
+      }
+    }
+    if (every_link_ib) {
+      LOOM_ASSIGN_OR_RETURN(auto flags,
+                            impl->store_->AllGather("gdr", gdr_both ? "1" : "0", deadline));
+      if (std::all_of(flags.begin(), flags.end(), [](const std::string& f) { return f == "1"; })) {
+        const size_t min_recv = conns[ib_peers.front()]->receives_device_memory_from();
+        impl->net_.Enable(impl->device_.ops(), min_recv);
+        LOOM_INFO(log::kInit | log::kNet,
+                  "%s: all-gather, broadcast and all-to-all of device buffers from %zu bytes per "
+                  "block go straight between GPUs (GPUDirect RDMA on every rank)",
+                  who.c_str(), min_recv);
+      }
+    }
+  }
+  if (const size_t forced = DeviceNetForTesting(); forced > 0 && impl->device_.ops() != nullptr) {
+    impl->net_.Enable(impl->device_.ops(), forced);
   }
   size_t ranks_here = 1;
   {

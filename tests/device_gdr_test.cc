@@ -1,7 +1,8 @@
 // GPUDirect RDMA on the communicator's side, without a GPU or an HCA: which
 // Send/Recv buffers the network connection takes in place
-// (NetworkTakesDeviceBuffer), and how DevicePath queues them: pointers kept,
-// marked CollArgs::gdr, the user's stream only waiting, nothing staged.
+// (NetworkTakesDeviceBuffer), how DevicePath queues them (pointers kept,
+// marked CollArgs::gdr, the user's stream only waiting, nothing staged),
+// and the data-moving collectives' transfers (PlanNetDirect, DeviceNet).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -9,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "comm/device_net.h"
 #include "comm/device_path.h"
 #include "transports/cuda/fake_device_ops.h"
 
@@ -105,6 +107,93 @@ TEST(GdrPlacement, InPlaceItemsKeepTheirPointersAndTheirStreamOnlyWaits) {
   EXPECT_TRUE(after.load());
   path.reset();
   for (void* p : {out, in, staged_in}) ops.FreeDevice(p);
+}
+
+// What a plan's transfers are, as (dir, peer, byte offset from base, bytes).
+struct Move {
+  char dir;
+  int peer;
+  ptrdiff_t at;
+  size_t bytes;
+  bool operator==(const Move&) const = default;
+};
+std::vector<Move> Moves(const NetDirectPlan& plan, const char* send, const char* recv) {
+  std::vector<Move> out;
+  for (const Transfer& t : plan.transfers) {
+    EXPECT_TRUE(t.device);
+    const bool s = t.dir == Transfer::Dir::kSend;
+    out.push_back({s ? 's' : 'r', t.peer,
+                   s ? static_cast<const char*>(t.src) - send : static_cast<char*>(t.dst) - recv,
+                   t.bytes});
+  }
+  return out;
+}
+
+TEST(NetDirect, AllGatherSendsItsBlockToEveryoneAndCopiesItsOwn) {
+  std::vector<char> send(400), recv(1600);
+  CollArgs a = SendRecv(send.data(), recv.data(), 100, 0);
+  a.kind = OpKind::kAllGather;
+  const NetDirectPlan p = PlanNetDirect(a, 2, 4);
+  EXPECT_EQ(Moves(p, send.data(), recv.data()), (std::vector<Move>{{'s', 0, 0, 400},
+                                                                   {'r', 0, 0, 400},
+                                                                   {'s', 1, 0, 400},
+                                                                   {'r', 1, 400, 400},
+                                                                   {'s', 3, 0, 400},
+                                                                   {'r', 3, 1200, 400}}));
+  ASSERT_TRUE(p.local.has_value());
+  EXPECT_EQ(p.local->dst, recv.data() + 800);
+  EXPECT_EQ(p.local->src, send.data());
+  a.send = recv.data() + 800;  // in place: nothing to copy
+  EXPECT_FALSE(PlanNetDirect(a, 2, 4).local.has_value());
+}
+
+TEST(NetDirect, AllToAllSwapsBlocksAndSendsFromTheSnapshotInPlace) {
+  std::vector<char> buf(1200), snap(1200);
+  CollArgs a = SendRecv(buf.data(), buf.data(), 100, 0);  // in place
+  a.kind = OpKind::kAllToAll;
+  const NetDirectPlan p = PlanNetDirect(a, 1, 3, snap.data());
+  EXPECT_EQ(Moves(p, snap.data(), buf.data()),
+            (std::vector<Move>{
+                {'s', 0, 0, 400}, {'r', 0, 0, 400}, {'s', 2, 800, 400}, {'r', 2, 800, 400}}));
+  ASSERT_TRUE(p.local.has_value());
+  EXPECT_EQ(p.local->dst, buf.data() + 400);
+  EXPECT_EQ(p.local->src, snap.data() + 400);
+}
+
+TEST(NetDirect, BroadcastGoesFromTheRootToEveryone) {
+  std::vector<char> send(40), recv(40);
+  CollArgs a = SendRecv(send.data(), recv.data(), 10, 2);  // root 2
+  a.kind = OpKind::kBroadcast;
+  const NetDirectPlan root = PlanNetDirect(a, 2, 3);
+  EXPECT_EQ(Moves(root, send.data(), recv.data()),
+            (std::vector<Move>{{'s', 0, 0, 40}, {'s', 1, 0, 40}}));
+  EXPECT_TRUE(root.local.has_value());
+  const NetDirectPlan leaf = PlanNetDirect(a, 0, 3);
+  EXPECT_EQ(Moves(leaf, send.data(), recv.data()), (std::vector<Move>{{'r', 2, 0, 40}}));
+  EXPECT_FALSE(leaf.local.has_value());
+}
+
+TEST(NetDirect, HandlesOnlyDataMovingCollectivesAboveTheGrantSizeOnceEnabled) {
+  cuda::FakeDeviceOps ops;
+  DeviceNet net;
+  float x[1];
+  CollArgs a = SendRecv(x, x, 1024, 0);  // 4096 bytes per block
+  a.kind = OpKind::kAllGather;
+  EXPECT_FALSE(net.Handles(a));  // not enabled
+  net.Enable(&ops, 4096);
+  EXPECT_TRUE(net.Handles(a));
+  a.count = 1023;
+  EXPECT_FALSE(net.Handles(a));
+  a.count = 1 << 20;
+  for (OpKind k : {OpKind::kAllToAll, OpKind::kBroadcast}) {
+    a.kind = k;
+    EXPECT_TRUE(net.Handles(a));
+  }
+  for (OpKind k :
+       {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kReduce, OpKind::kSendRecv}) {
+    a.kind = k;
+    EXPECT_FALSE(net.Handles(a)) << OpKindName(k);
+  }
 }
 
 }  // namespace
