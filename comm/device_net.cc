@@ -81,6 +81,7 @@ NetDirectPlan PlanNetDirect(const CollArgs& a, int rank, int size, const void* s
 
 DeviceNet::~DeviceNet() {
   if (!have_stream_) return;
+  (void)ops_->SetDevice(device_);
   // A failed operation's copy may still run: let it finish (bounded).
   const auto until = std::chrono::steady_clock::now() + kDrainWait;
   bool drained = false;
@@ -101,9 +102,10 @@ DeviceNet::~DeviceNet() {
   ops_->DestroyStream(stream_);
 }
 
-void DeviceNet::Enable(cuda::DeviceOps* ops, size_t min_recv_bytes) {
+void DeviceNet::Enable(cuda::DeviceOps* ops, size_t min_recv_bytes, int device) {
   ops_ = ops;
   min_recv_bytes_ = min_recv_bytes;
+  device_ = device;
 }
 
 bool DeviceNet::Handles(const CollArgs& a) const {
@@ -122,6 +124,9 @@ Status DeviceNet::Copy(void* dst, const void* src, size_t bytes, Deadline deadli
 
 Status DeviceNet::Run(Engine& engine, int rank, int size, const CollArgs& a, Deadline deadline,
                       const std::atomic<bool>& abort) {
+  // The worker thread never chose a device: the stream, the copies, the
+  // IB registrations and the flush all belong to this rank's GPU.
+  LOOM_TRY(ops_->SetDevice(device_));
   if (!have_stream_) {
     LOOM_ASSIGN_OR_RETURN(stream_, ops_->NewStream());
     Result<cuda::EventHandle> e = ops_->CreateEvent();

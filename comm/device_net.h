@@ -55,8 +55,10 @@ class DeviceNet {
 
   // At setup, on every rank alike: on when every pair of ranks is linked
   // by IB and every rank has GPUDirect RDMA for sends and receives;
-  // `min_recv_bytes` is the connections' smallest receive into GPU memory.
-  void Enable(cuda::DeviceOps* ops, size_t min_recv_bytes);
+  // `min_recv_bytes` is the connections' smallest receive into GPU memory,
+  // `device` the rank's GPU (current at creation), which Run selects on
+  // the thread that runs it.
+  void Enable(cuda::DeviceOps* ops, size_t min_recv_bytes, int device);
   bool enabled() const { return ops_ != nullptr; }
 
   // Whether a collective on device buffers runs here (the same answer on
@@ -75,6 +77,7 @@ class DeviceNet {
 
   cuda::DeviceOps* ops_ = nullptr;
   size_t min_recv_bytes_ = 0;
+  int device_ = 0;
   cuda::StreamHandle stream_ = nullptr;
   cuda::EventHandle done_ = nullptr;
   bool have_stream_ = false;

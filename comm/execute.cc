@@ -170,6 +170,12 @@ Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
   }
   // Sends the way the latest exploration concluded, not an exploration's.
   if (stream_chooser_) SetStreaming(stream_chooser_->latest());
+  const bool any_gdr = std::any_of(sr.begin(), sr.end(), [](const CollArgs& a) { return a.gdr; });
+  if (any_gdr) {
+    // GPU memory is registered (and the NIC's writes flushed) on this
+    // thread, which never chose a device: the rank's GPU.
+    LOOM_TRY(device_.ops()->SetDevice(cuda_device));
+  }
   LOOM_TRY(engine_->Run(p2p, deadline));
   // What the NIC wrote into device memory must be visible to the work the
   // user's stream runs once released.

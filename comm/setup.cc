@@ -138,6 +138,8 @@ void DecideGdr(cuda::DeviceOps* ops, ib::IbOptions* o) {
   Result<bool> dmabuf = ops->DmaBufSupported();
   f.cuda_dmabuf = dmabuf.ok() && dmabuf.value();
   f.peermem = ib::PeerMemLoaded();
+  Result<bool> visible = ops->RdmaWritesVisible();
+  f.writes_visible = visible.ok() && visible.value();
   Result<ib::GdrChoice> c = ib::DecideGdr(f);
   if (!c.ok()) {
     LOOM_WARN(log::kInit | log::kNet, "%s: device buffers are staged through host memory",
@@ -501,7 +503,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
                             impl->store_->AllGather("gdr", gdr_both ? "1" : "0", deadline));
       if (std::all_of(flags.begin(), flags.end(), [](const std::string& f) { return f == "1"; })) {
         const size_t min_recv = conns[ib_peers.front()]->receives_device_memory_from();
-        impl->net_.Enable(impl->device_.ops(), min_recv);
+        impl->net_.Enable(impl->device_.ops(), min_recv, impl->cuda_device);
         LOOM_INFO(log::kInit | log::kNet,
                   "%s: all-gather, broadcast and all-to-all of device buffers from %zu bytes per "
                   "block go straight between GPUs (GPUDirect RDMA on every rank)",
@@ -510,7 +512,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     }
   }
   if (const size_t forced = DeviceNetForTesting(); forced > 0 && impl->device_.ops() != nullptr) {
-    impl->net_.Enable(impl->device_.ops(), forced);
+    impl->net_.Enable(impl->device_.ops(), forced, impl->cuda_device);
   }
   size_t ranks_here = 1;
   {

@@ -180,7 +180,7 @@ TEST(NetDirect, HandlesOnlyDataMovingCollectivesAboveTheGrantSizeOnceEnabled) {
   CollArgs a = SendRecv(x, x, 1024, 0);  // 4096 bytes per block
   a.kind = OpKind::kAllGather;
   EXPECT_FALSE(net.Handles(a));  // not enabled
-  net.Enable(&ops, 4096);
+  net.Enable(&ops, 4096, 0);
   EXPECT_TRUE(net.Handles(a));
   a.count = 1023;
   EXPECT_FALSE(net.Handles(a));

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <thread>
 #include <vector>
 
 #include "comm/device_path.h"
@@ -16,27 +15,12 @@
 namespace loom::testing {
 namespace {
 
-// Runs `n` ranks as threads, rank r on fake device r.
-void RunOnDevices(cuda::FakeDeviceOps& fake, int n, const std::function<void(Communicator&)>& body) {
-  auto id = UniqueId::Create();
-  ASSERT_TRUE(id.ok());
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      ASSERT_TRUE(fake.SetDevice(r).ok());
-      auto comm = Communicator::Create(id.value(), r, n);
-      ASSERT_TRUE(comm.ok()) << comm.status().ToString();
-      body(*comm.value());
-      EXPECT_TRUE(comm.value()->Finalize().ok());
-    });
-  }
-  for (auto& t : threads) t.join();
-}
-
 class MultiGpuOneProcess : public ::testing::Test {
  protected:
   void SetUp() override {
     fake_.set_device_count(4);
+    // As CUDA does: ranks of one process read each other by raw pointers.
+    fake_.set_ipc_within_process(false);
     SetDeviceOpsForTesting(&fake_);
     // The fake's GPUs are not in this host's topology: their path counts
     // as PHB, beyond the default PXB.
@@ -57,8 +41,9 @@ TEST_F(MultiGpuOneProcess, EveryCollectiveThroughPeerAccess) {
       FakeHooks h(fake_);
       CheckDeviceCollectives(c, h, types, {1, 1031});
     });
-    // Each rank enabled access to every other rank's GPU.
+    // Each rank enabled access to every other rank's GPU, and mapped nothing.
     EXPECT_EQ(fake_.peer_accesses_enabled() - enabled, static_cast<size_t>(n * (n - 1)));
+    EXPECT_EQ(fake_.ipc_opens(), 0u);
   }
   EXPECT_GT(fake_.reduce_launches(), 0u) << "the reductions must run on the devices (IPC path)";
 }

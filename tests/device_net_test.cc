@@ -44,6 +44,19 @@ TEST_F(DeviceNetTest, EveryCollectiveWithTheDataMovingOnesStraightBetweenGpus) {
   }
 }
 
+TEST_F(DeviceNetTest, EachRankWorksOnItsOwnGpu) {
+  // The worker thread that runs the collective never chose a device: it
+  // must select the rank's before any device call (the flush included).
+  fake_.set_device_count(2);
+  SetDeviceNetForTesting(64);
+  RunOnDevices(fake_, 2, [&](Communicator& c) {
+    FakeHooks h(fake_);
+    CheckDeviceCollectives(c, h, {DataType::kFloat32}, {1031});
+  });
+  EXPECT_GT(fake_.rdma_flushes_on(0), 0u);
+  EXPECT_EQ(fake_.rdma_flushes_on(1), fake_.rdma_flushes_on(0)) << "rank 1 flushed GPU 0";
+}
+
 TEST_F(DeviceNetTest, OffItStagesAsBefore) {
   RunRanks(2, [&](Communicator& c) {
     FakeHooks h(fake_);

@@ -7,7 +7,11 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
 
+#include "loom/loom.hpp"
 #include "tests/device_conformance.h"
 #include "transports/cuda/fake_device_ops.h"
 
@@ -33,5 +37,24 @@ class FakeHooks final : public DeviceHooks {
   cuda::FakeDeviceOps& ops_;
   GpuStream stream_;
 };
+
+// Runs `n` ranks as threads, rank r with fake device r current when it
+// creates its communicator (the fake needs set_device_count(n) first).
+inline void RunOnDevices(cuda::FakeDeviceOps& fake, int n,
+                         const std::function<void(Communicator&)>& body) {
+  auto id = UniqueId::Create();
+  ASSERT_TRUE(id.ok());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      ASSERT_TRUE(fake.SetDevice(r).ok());
+      auto comm = Communicator::Create(id.value(), r, n);
+      ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+      body(*comm.value());
+      EXPECT_TRUE(comm.value()->Finalize().ok());
+    });
+  }
+  for (auto& t : threads) t.join();
+}
 
 }  // namespace loom::testing

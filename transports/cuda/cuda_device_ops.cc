@@ -269,14 +269,24 @@ class CudaOps final : public DeviceOps {
     return a;
   }
 
+  Result<bool> RdmaWritesVisible() override {
+    int dev = 0, ordering = 0, flush = 0;
+    LOOM_CUDA_TRY(cudaGetDevice(&dev));
+    LOOM_CUDA_TRY(cudaDeviceGetAttribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, dev));
+    LOOM_CUDA_TRY(cudaDeviceGetAttribute(&flush, cudaDevAttrGPUDirectRDMAFlushWritesOptions, dev));
+    return ordering >= cudaGPUDirectRDMAWritesOrderingOwner ||
+           (flush & cudaFlushGPUDirectRDMAWritesOptionHost) != 0;
+  }
+
   Status FlushRdmaWrites() override {
-    const cudaError_t e = cudaDeviceFlushGPUDirectRDMAWrites(
-        cudaFlushGPUDirectRDMAWritesTargetCurrentDevice, cudaFlushGPUDirectRDMAWritesToOwner);
-    if (e == cudaErrorNotSupported) {  // writes are already ordered on this platform
-      (void)cudaGetLastError();
-      return Status::Ok();
-    }
-    return CudaStatus(e, "cudaDeviceFlushGPUDirectRDMAWrites");
+    int dev = 0, ordering = 0;
+    LOOM_CUDA_TRY(cudaGetDevice(&dev));
+    LOOM_CUDA_TRY(cudaDeviceGetAttribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, dev));
+    if (ordering >= cudaGPUDirectRDMAWritesOrderingOwner) return Status::Ok();  // ordered natively
+    return CudaStatus(
+        cudaDeviceFlushGPUDirectRDMAWrites(cudaFlushGPUDirectRDMAWritesTargetCurrentDevice,
+                                           cudaFlushGPUDirectRDMAWritesToOwner),
+        "cudaDeviceFlushGPUDirectRDMAWrites");
   }
 
  private:

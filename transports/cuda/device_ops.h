@@ -134,8 +134,13 @@ class DeviceOps {
     return Status(Code::kUnhandledCudaError,
                   std::string(name()) + ": no device allocations to export");
   }
+  // Whether work on the current device sees the NIC's completed writes into
+  // its memory, natively (the writes ordering attribute) or after
+  // FlushRdmaWrites; without either, receives must not land in device memory.
+  virtual Result<bool> RdmaWritesVisible() { return true; }
   // Makes the NIC's completed writes into device memory visible to work
-  // queued on the device afterwards (cudaDeviceFlushGPUDirectRDMAWrites).
+  // queued on the device afterwards (cudaDeviceFlushGPUDirectRDMAWrites;
+  // nothing to do where the device orders them natively).
   virtual Status FlushRdmaWrites() { return Status::Ok(); }
 };
 

@@ -290,6 +290,19 @@ Result<int> FakeDeviceOps::CurrentDevice() {
   return t_device;
 }
 
+Status FakeDeviceOps::FlushRdmaWrites() {
+  ++rdma_flushes_;
+  std::lock_guard<std::mutex> lock(mu_);
+  ++flushes_by_device_[t_device];
+  return Status::Ok();
+}
+
+size_t FakeDeviceOps::rdma_flushes_on(int device) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = flushes_by_device_.find(device);
+  return it == flushes_by_device_.end() ? 0 : it->second;
+}
+
 Status FakeDeviceOps::SetDevice(int device) {
   if (device < 0 || device >= devices_.load()) {
     return InvalidArgument("fake: no device " + std::to_string(device));

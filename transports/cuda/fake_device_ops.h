@@ -54,7 +54,7 @@ class FakeDeviceOps final : public DeviceOps {
   // Exports name a live "device" allocation; Open gives back its base (one
   // process), and fails once the allocation was freed.
   IpcBackend& ipc() override { return ipc_; }
-  bool ipc_within_process() const override { return true; }
+  bool ipc_within_process() const override { return ipc_within_process_.load(); }
   // The calling thread's device, as CUDA keeps it per thread; device d's
   // bus id is "0000:0d:00.0" (d in hex). All devices reach each other.
   Result<int> CurrentDevice() override;
@@ -66,17 +66,20 @@ class FakeDeviceOps final : public DeviceOps {
   // The "device" allocation holding ptr, page-widened; the dma-buf is an
   // eventfd standing in for one (the caller closes it).
   Result<Allocation> AllocationOf(const void* ptr, bool dmabuf) override;
-  Status FlushRdmaWrites() override {
-    ++rdma_flushes_;
-    return Status::Ok();
-  }
+  Status FlushRdmaWrites() override;
 
   // --- what a test drives ---
   void set_dmabuf_supported(bool on) { dmabuf_.store(on); }
   // Devices there are (1 unless set; at most 16); peer accesses enabled so far.
   void set_device_count(int n) { devices_.store(n); }
+  // false: report, as CUDA does, that this process cannot open its own
+  // exports, so ranks of one process read each other through raw pointers
+  // (default true: thread ranks then exercise the mapping cache).
+  void set_ipc_within_process(bool on) { ipc_within_process_.store(on); }
   size_t peer_accesses_enabled() const { return peer_enables_.load(); }
   size_t rdma_flushes() const { return rdma_flushes_.load(); }
+  // Flushes by a thread whose current device was `device`.
+  size_t rdma_flushes_on(int device) const;
   // A new stream (never nullptr: the fake has no legacy default stream).
   StreamHandle CreateStream();
   // `bytes` of zeroed "device" memory (at least 1 byte is allocated).
@@ -134,8 +137,10 @@ class FakeDeviceOps final : public DeviceOps {
   std::atomic<bool> fail_next_copy_{false};
   std::atomic<bool> dmabuf_{true};
   std::atomic<int> devices_{1};
+  std::atomic<bool> ipc_within_process_{true};
   std::atomic<size_t> peer_enables_{0};
   std::atomic<size_t> rdma_flushes_{0};
+  std::map<int, size_t> flushes_by_device_;  // guarded by mu_
   std::atomic<bool> stopping_{false};
   uint64_t next_serial_ = 0;
   std::atomic<size_t> ipc_opens_{0}, ipc_closes_{0}, reduce_launches_{0}, frees_while_mapped_{0},

@@ -267,6 +267,7 @@ Result<bool> IbConnection::Answer() {
       r.granted = true;
       AnswerRecord a;
       a.addr = reinterpret_cast<uint64_t>(t->dst);
+      a.bytes = t->bytes;
       a.rkey = r.reg->key.rkey;
       a.seq = seq;
       char* record = staging_.data() + opt_.layout.MailboxOffset(answers_sent_);
@@ -358,8 +359,16 @@ Result<bool> IbConnection::PostSends() {
         return InternalError("IB answer from " + Describe() + " is for message " +
                              std::to_string(a.seq) + ", expected " + std::to_string(t->seq & 0xff));
       }
-      s.answered = true;
       s.granted = a.rkey != 0;
+      if (s.granted && a.bytes != t->bytes) {
+        // Never write past the granted buffer: its key covers more.
+        return InvalidUsage("mismatched operations: " + Describe() + " posted a receive of " +
+                            std::to_string(a.bytes) + " bytes but this rank sends " +
+                            std::to_string(t->bytes) + " bytes for " + OpKindName(t->kind) +
+                            " (message #" + std::to_string(t->seq) +
+                            "); Send/Recv counts must match");
+      }
+      s.answered = true;
       s.grant = a;
       moved = true;
     }

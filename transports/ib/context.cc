@@ -5,7 +5,9 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -249,9 +251,11 @@ class VerbsWire final : public IbWire {
     *handle = mr;
     return MemoryKey{mr->lkey, mr->rkey};
   }
-  // GPUDirect RDMA: the whole allocation, for local and remote writes (a
-  // granted receive), as a dma-buf (ibv_reg_dmabuf_mr, addressed by its
-  // device virtual address) or, with nvidia_peermem, by plain ibv_reg_mr.
+  // GPUDirect RDMA: the host pages of the allocation that [addr, addr +
+  // bytes) touches, for local and remote writes (a granted receive), as a
+  // slice of a dma-buf of the whole allocation (ibv_reg_dmabuf_mr at its
+  // offset there, addressed by the device virtual address) or, with
+  // nvidia_peermem, by plain ibv_reg_mr.
   Result<MemoryKey> RegisterDevice(uintptr_t addr, size_t bytes, void** handle, uintptr_t* begin,
                                    uintptr_t* end) override {
     const IbOptions& o = dev_->opt;
@@ -261,25 +265,28 @@ class VerbsWire final : public IbWire {
     const bool dmabuf = o.gdr.way == GdrWay::kDmaBuf;
     LOOM_ASSIGN_OR_RETURN(const DeviceAllocation a,
                           o.device_allocation(reinterpret_cast<const void*>(addr), dmabuf));
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t from = std::max(a.base, addr / page * page);
+    const uintptr_t to = std::min(a.base + a.bytes, (addr + bytes + page - 1) / page * page);
     const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
     ibv_mr* mr = nullptr;
     if (dmabuf) {
-      mr = api_.reg_dmabuf_mr(dev_->pd, 0, a.bytes, a.base, a.dmabuf_fd, access);
+      mr = api_.reg_dmabuf_mr(dev_->pd, from - a.base, to - from, from, a.dmabuf_fd, access);
       const int err = errno;
       close(a.dmabuf_fd);  // the registration holds its own reference
       errno = err;
     } else {
-      mr = api_.reg_mr(dev_->pd, reinterpret_cast<void*>(a.base), a.bytes, access);
+      mr = api_.reg_mr(dev_->pd, reinterpret_cast<void*>(from), to - from, access);
     }
     if (mr == nullptr) {
       return SystemError(std::string(dmabuf ? "ibv_reg_dmabuf_mr" : "ibv_reg_mr (nvidia-peermem)") +
-                             " of " + std::to_string(a.bytes) + " bytes of GPU memory on " +
+                             " of " + std::to_string(to - from) + " bytes of GPU memory on " +
                              o.port.device + " (NCCL_NET_GDR_LEVEL=LOC turns GPUDirect RDMA off)",
                          errno);
     }
     *handle = mr;
-    *begin = a.base;
-    *end = a.base + a.bytes;
+    *begin = from;
+    *end = to;
     return MemoryKey{mr->lkey, mr->rkey};
   }
   void Deregister(void* handle) override { api_.dereg_mr(static_cast<ibv_mr*>(handle)); }

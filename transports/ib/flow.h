@@ -18,7 +18,7 @@ namespace loom::ib {
 // large messages land (connection.h).
 struct RingLayout {
   static constexpr uint32_t kAnswers = 8;           // answers outstanding per direction
-  static constexpr size_t kAnswerRecordBytes = 16;  // AnswerRecord
+  static constexpr size_t kAnswerRecordBytes = 24;  // AnswerRecord
   size_t slot_bytes = 128 << 10;
   uint32_t slots = 32;  // at most 255: a credit message carries the count in 8 bits
   size_t bytes() const { return slot_bytes * slots; }
@@ -30,9 +30,11 @@ struct RingLayout {
   size_t total_bytes() const { return bytes() + kAnswers * kAnswerRecordBytes; }
 };
 
-// A grant: where the receiver's buffer for message `seq` is and its key.
+// A grant: where the receiver's buffer for message `seq` is, its key, and
+// its size (the sender checks it before writing: the key covers more).
 struct AnswerRecord {
   uint64_t addr = 0;
+  uint64_t bytes = 0;
   uint32_t rkey = 0;
   uint32_t seq = 0;  // modulo 256, checked against the message
 };

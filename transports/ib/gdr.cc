@@ -54,11 +54,19 @@ Result<GdrChoice> DecideGdr(const GdrFacts& f) {
              ", and nvidia_peermem is not loaded): device buffers are staged through host memory";
     return c;
   }
-  c.recv = true;
+  c.recv = f.writes_visible;
   c.send = f.read != 0;
-  c.line = "GPU Direct RDMA Enabled for " + who + " (distance " + distance +
-           " <= " + std::string(topology::Name(level)) + "), read " + (c.send ? "1" : "0") +
-           " mode " + GdrWayName(c.way);
+  if (!c.recv && !c.send) {
+    c.way = GdrWay::kNone;
+    c.line = "GPU Direct RDMA Disabled for " + who +
+             " (NCCL_NET_GDR_READ=0, and the GPU can neither order nor flush the NIC's writes)";
+    return c;
+  }
+  c.line =
+      "GPU Direct RDMA Enabled for " + who + " (distance " + distance +
+      " <= " + std::string(topology::Name(level)) + "), read " + (c.send ? "1" : "0") + " mode " +
+      GdrWayName(c.way) +
+      (c.recv ? "" : "; receives staged: the GPU can neither order nor flush the NIC's writes");
   return c;
 }
 

@@ -30,23 +30,25 @@ Result<topology::PathType> ParseGdrLevel(std::string_view text);
 
 // What one rank knows about its GPU, its NIC and the machine.
 struct GdrFacts {
-  bool gpu = false;         // the rank has a CUDA device
-  int gpu_index = 0;        // its CUDA index, for the log line
-  std::string nic;          // the verbs device the rank uses ("mlx5_0")
-  bool path_known = false;  // the host topology shows both the GPU and the NIC
-  topology::PathType path = topology::PathType::kSys;  // GPU -> NIC, when known
-  std::string level;                                   // NCCL_NET_GDR_LEVEL as set ("" = unset)
-  int64_t read = -1;                                   // NCCL_NET_GDR_READ: 0, 1, or -1 unset (on)
-  bool dmabuf_enable = true;                           // NCCL_DMABUF_ENABLE
-  bool verbs_dmabuf = false;                           // libibverbs exports ibv_reg_dmabuf_mr
+  bool gpu = false;   // the rank has a CUDA device
+  int gpu_index = 0;  // its CUDA index, for the log line
+  std::string nic;    // the verbs device the rank uses ("mlx5_0")
+  // GPU -> NIC, when the host topology shows both.
+  bool path_known = false;
+  topology::PathType path = topology::PathType::kSys;
+  std::string level;          // NCCL_NET_GDR_LEVEL as set ("" = unset)
+  int64_t read = -1;          // NCCL_NET_GDR_READ: 0, 1, or -1 unset (on)
+  bool dmabuf_enable = true;  // NCCL_DMABUF_ENABLE
+  bool verbs_dmabuf = false;  // libibverbs exports ibv_reg_dmabuf_mr
   bool cuda_dmabuf = false;  // the GPU and driver export dma-bufs of device memory
   bool peermem = false;      // nvidia_peermem (or nv_peer_mem) is loaded
+  bool writes_visible = true;  // the GPU orders the NIC's writes natively or can flush them
 };
 
 struct GdrChoice {
   GdrWay way = GdrWay::kNone;
   bool send = false;  // the NIC reads device memory for sends
-  bool recv = false;  // the NIC writes device memory for receives
+  bool recv = false;  // the NIC writes device memory for receives (needs writes_visible)
   // One line for the INFO log (NET subsystem), NCCL's wording where it has
   // one: "GPU Direct RDMA Enabled for GPU 0 / HCA mlx5_0 (distance PIX <=
   // PXB), read 1 mode DMA-BUF", or why it is disabled.

@@ -354,6 +354,20 @@ TEST(Gdr, ReadZeroKeepsSendsStaged) {
   EXPECT_TRUE(DecideGdr(f)->send);
 }
 
+TEST(Gdr, WritesTheGpuCannotSeeKeepReceivesStaged) {
+  GdrFacts f = CloseGpu();
+  f.writes_visible = false;  // neither ordered natively nor flushable
+  auto c = DecideGdr(f);
+  EXPECT_EQ(c->way, GdrWay::kDmaBuf);
+  EXPECT_TRUE(c->send);
+  EXPECT_FALSE(c->recv);
+  EXPECT_TRUE(Contains(c->line, "receives staged: the GPU can neither order nor flush")) << c->line;
+  f.read = 0;
+  c = DecideGdr(f);
+  EXPECT_EQ(c->way, GdrWay::kNone);
+  EXPECT_FALSE(c->send || c->recv);
+}
+
 TEST(Gdr, NoGpuAndBadLevels) {
   GdrFacts f = CloseGpu();
   f.gpu = false;
