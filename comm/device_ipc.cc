@@ -22,8 +22,7 @@ namespace loom {
 
 namespace {
 
-constexpr uint32_t kRecordMagic = 0x6c6f6970;  // "loip"
-constexpr auto kDrainWait = std::chrono::seconds(10);
+constexpr uint32_t kRecordMagic = 0x6c6f6970;               // "loip"
 constexpr auto kIdleWait = std::chrono::milliseconds(100);  // CloseMappingsIfIdle
 constexpr uint8_t kKeepSend = 1, kKeepRecv = 2;             // OpRecord::keep
 
@@ -209,17 +208,7 @@ DeviceIpc::~DeviceIpc() {
   // Kernels of a failed operation may still read peers' mappings: let them
   // finish before the mappings close (bounded, as DevicePath does).
   (void)ops_->SetDevice(device_);
-  const auto until = std::chrono::steady_clock::now() + kDrainWait;
-  bool drained = false;
-  if (ops_->RecordEvent(done_, stream_).ok()) {
-    for (;;) {
-      Result<bool> q = ops_->QueryEvent(done_);
-      drained = !q.ok() || q.value();
-      if (drained || std::chrono::steady_clock::now() >= until) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-  if (!drained) {
+  if (!DrainStream(*ops_, stream_, done_)) {
     LOOM_WARN(log::kP2P, "device work of the communicator does not finish; leaking its stream "
                          "and peer mappings rather than closing them under it");
     (void)cache_.release();

@@ -11,7 +11,6 @@
 namespace loom {
 
 namespace {
-constexpr auto kDrainWait = std::chrono::seconds(10);
 std::atomic<size_t> g_testing_min_recv{0};
 
 Transfer DeviceTransfer(Transfer::Dir dir, int peer, const CollArgs& a, size_t bytes) {
@@ -83,17 +82,7 @@ DeviceNet::~DeviceNet() {
   if (!have_stream_) return;
   (void)ops_->SetDevice(device_);
   // A failed operation's copy may still run: let it finish (bounded).
-  const auto until = std::chrono::steady_clock::now() + kDrainWait;
-  bool drained = false;
-  if (ops_->RecordEvent(done_, stream_).ok()) {
-    for (;;) {
-      Result<bool> q = ops_->QueryEvent(done_);
-      drained = !q.ok() || q.value();
-      if (drained || std::chrono::steady_clock::now() >= until) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-  if (!drained) {
+  if (!DrainStream(*ops_, stream_, done_)) {
     LOOM_WARN(log::kNet, "device copies of the communicator do not finish; leaking their stream");
     return;
   }

@@ -24,7 +24,7 @@ std::atomic<cuda::DeviceOps*> g_test_ops{nullptr};
 constexpr uint64_t kReleased = std::numeric_limits<uint64_t>::max();
 constexpr size_t kRegionAlign = 64;          // regions never share a cache line
 constexpr size_t kMinBlock = size_t{64} << 10;  // small ops share one block size
-// How long the destructor waits for streams to drain staging memory.
+// How long destructors wait for streams to drain (staging memory, DrainStream).
 constexpr auto kDrainWait = std::chrono::seconds(10);
 
 size_t AlignUp(size_t n) { return (n + kRegionAlign - 1) / kRegionAlign * kRegionAlign; }
@@ -322,6 +322,17 @@ Status PollDeviceEvent(cuda::DeviceOps& ops, cuda::EventHandle event, Deadline d
     if (deadline.expired()) return TimeoutError(std::string(what) + " did not finish in time");
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::microseconds(100));
+  }
+}
+
+bool DrainStream(cuda::DeviceOps& ops, cuda::StreamHandle stream, cuda::EventHandle event) {
+  const auto until = std::chrono::steady_clock::now() + kDrainWait;
+  if (!ops.RecordEvent(event, stream).ok()) return false;
+  for (;;) {
+    Result<bool> q = ops.QueryEvent(event);
+    if (!q.ok() || q.value()) return true;
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 

@@ -49,6 +49,11 @@ bool NetworkTakesDeviceBuffer(const CollArgs& a, int rank, const Connection* to_
 Status PollDeviceEvent(cuda::DeviceOps& ops, cuda::EventHandle event, Deadline deadline,
                        const std::atomic<bool>& abort, const char* what);
 
+// For destructors: whether everything queued on `stream` finished within
+// 10 s (recorded on `event`, polled every millisecond); a failed query
+// counts as finished. When not, the caller leaks what the work may touch.
+bool DrainStream(cuda::DeviceOps& ops, cuda::StreamHandle stream, cuda::EventHandle event);
+
 // One queued operation's device side (defined in device_path.cc). Shared
 // between the queued Op and nobody else; opaque to the communicator.
 struct StagedOp;
