@@ -233,13 +233,9 @@ DeviceIpc::~DeviceIpc() {
 
 Status DeviceIpc::EnsureStream() {
   if (have_stream_) return Status::Ok();
-  LOOM_ASSIGN_OR_RETURN(stream_, ops_->NewStream());
-  Result<cuda::EventHandle> e = ops_->CreateEvent();
-  if (!e.ok()) {
-    ops_->DestroyStream(stream_);
-    return e.status();
-  }
-  done_ = e.value();
+  LOOM_ASSIGN_OR_RETURN(const OwnStream own, NewOwnStream(*ops_));
+  stream_ = own.stream;
+  done_ = own.event;
   have_stream_ = true;
   return Status::Ok();
 }

@@ -117,13 +117,9 @@ Status DeviceNet::Run(Engine& engine, int rank, int size, const CollArgs& a, Dea
   // IB registrations and the flush all belong to this rank's GPU.
   LOOM_TRY(ops_->SetDevice(device_));
   if (!have_stream_) {
-    LOOM_ASSIGN_OR_RETURN(stream_, ops_->NewStream());
-    Result<cuda::EventHandle> e = ops_->CreateEvent();
-    if (!e.ok()) {
-      ops_->DestroyStream(stream_);
-      return e.status();
-    }
-    done_ = e.value();
+    LOOM_ASSIGN_OR_RETURN(const OwnStream own, NewOwnStream(*ops_));
+    stream_ = own.stream;
+    done_ = own.event;
     have_stream_ = true;
   }
   const size_t b = a.count * SizeOf(a.type);

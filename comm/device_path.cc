@@ -325,6 +325,18 @@ Status PollDeviceEvent(cuda::DeviceOps& ops, cuda::EventHandle event, Deadline d
   }
 }
 
+Result<OwnStream> NewOwnStream(cuda::DeviceOps& ops) {
+  OwnStream own;
+  LOOM_ASSIGN_OR_RETURN(own.stream, ops.NewStream());
+  Result<cuda::EventHandle> e = ops.CreateEvent();
+  if (!e.ok()) {
+    ops.DestroyStream(own.stream);
+    return e.status();
+  }
+  own.event = e.value();
+  return own;
+}
+
 bool DrainStream(cuda::DeviceOps& ops, cuda::StreamHandle stream, cuda::EventHandle event) {
   const auto until = std::chrono::steady_clock::now() + kDrainWait;
   if (!ops.RecordEvent(event, stream).ok()) return false;

@@ -49,6 +49,14 @@ bool NetworkTakesDeviceBuffer(const CollArgs& a, int rank, const Connection* to_
 Status PollDeviceEvent(cuda::DeviceOps& ops, cuda::EventHandle event, Deadline deadline,
                        const std::atomic<bool>& abort, const char* what);
 
+// A stream of the communicator's own and an event to wait for it: both, or
+// neither and the error.
+struct OwnStream {
+  cuda::StreamHandle stream = nullptr;
+  cuda::EventHandle event = nullptr;
+};
+Result<OwnStream> NewOwnStream(cuda::DeviceOps& ops);
+
 // For destructors: whether everything queued on `stream` finished within
 // 10 s (recorded on `event`, polled every millisecond); a failed query
 // counts as finished. When not, the caller leaks what the work may touch.
