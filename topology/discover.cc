@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 
 #include "comm/base/log.h"
 #include "topology/host.h"
@@ -221,6 +222,11 @@ void MergeProbes(const std::vector<SysfsNetDevice>& net, const VerbsProbe& verbs
 }
 
 Topology DiscoverTopology() {
+  // One probe at a time: libudev (under hwloc and sysfs discovery) keeps
+  // unguarded global state, and ranks of one process that set up together
+  // (one thread per GPU) would probe at once.
+  static std::mutex probing;
+  std::lock_guard<std::mutex> lock(probing);
   bool hwloc_used = false;
   Topology t = ProbeHwloc(Hostname(), &hwloc_used);
   const std::vector<SysfsNetDevice> net = ProbeSysfsNet();

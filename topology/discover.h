@@ -106,7 +106,8 @@ Topology ProbeHwloc(const std::string& hostname, bool* hwloc_used);
 void MergeProbes(const std::vector<SysfsNetDevice>& net, const VerbsProbe& verbs,
                  const NvmlProbe& nvml, Topology* t);
 
-// Probes everything and merges it. Never fails: missing sources leave their
+// Probes everything and merges it (one call at a time per process: the
+// probes are not thread-safe). Never fails: missing sources leave their
 // parts empty.
 Topology DiscoverTopology();
 
