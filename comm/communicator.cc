@@ -242,8 +242,7 @@ Status Communicator::Impl::IssueOnStream(const CollArgs& args, GpuStream stream)
   // data-moving collectives when every link has it (comm/device_net.h).
   if (!where.ipc && !managed && engine_ != nullptr) {
     where.gdr = args.kind == OpKind::kSendRecv
-                    ? args.root != rank &&
-                          NetworkTakesDeviceBuffer(args, rank, engine_->connection(args.root))
+                    ? NetworkTakesDeviceBuffer(args, rank, engine_->connection(args.root))
                     : net_.Handles(args);
   }
   if (GroupDepth() > 0) {
