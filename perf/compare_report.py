@@ -16,7 +16,12 @@ the largest loom/MPI ratio any implementation could reach there.
 * Shared memory, 2 ranks (ceiling.r*.txt, perf/ring_memory_bench): from 64
   MiB, where the buffers are far larger than the cache, what the memory
   traffic alone allows (the ring all-reduce out of place; the one-copy
-  all-gather); and for the 8 B rows the 8-byte exchange of a cache line
+  all-gather); for the all-gather at the sizes the bench timed in cache
+  (its "all-gather in cache" rows), the least time of the copies any
+  implementation must make there: for plain buffers the fastest of a
+  process_vm_readv and a FIFO's copies, for shareable ones (compare.sh
+  --register, the file "buffers" says "shareable") plain loads of the
+  peer's input; and for the 8 B rows the 8-byte exchange of a cache line
   between the two cores.
 * TCP, 2 ranks (link.r*.txt, perf/tcp_exchange_bench): a plain exchange of
   the bytes each rank must send and receive (an all-reduce of S: S; a
@@ -67,6 +72,9 @@ CEILING_MIN_BYTES = 64 << 20
 LATENCY_ROWS = ("allreduce_lat", "allreduce_lat_b2b")
 EXCHANGE = "8 B exchange"
 LINK_MIN_BYTES = 64 << 10
+CACHED_PREFIX = "all-gather in cache, "
+CACHED_SHAREABLE = "by loads"
+CACHED_PLAIN = ("by process_vm_readv", "through a FIFO", "through a FIFO, streamed")
 
 
 def ceilings(out):
@@ -89,6 +97,38 @@ def ceilings(out):
     return med
 
 
+def cached_ceilings(out):
+    """Median us per (all-gather size, pattern) of the bench's in-cache rows:
+    '<CACHED_PREFIX><pattern> <bytes> <us> us'."""
+    vals = {}
+    for path in glob.glob(os.path.join(out, "ceiling.r*.txt")):
+        for line in open(path, errors="replace"):
+            f = line.split()
+            if not line.startswith(CACHED_PREFIX) or len(f) < 4 or f[-1] != "us" or not f[-3].isdigit():
+                continue
+            pattern = " ".join(f[:-3])[len(CACHED_PREFIX):]
+            try:
+                vals.setdefault((int(f[-3]), pattern), []).append(float(f[-2]))
+            except ValueError:
+                continue
+    return {k: statistics.median(v) for k, v in vals.items()}
+
+
+def shareable_buffers(out):
+    """Whether loom ran with shareable buffers (compare.sh --register)."""
+    try:
+        return open(os.path.join(out, "buffers"), errors="replace").read().strip() == "shareable"
+    except OSError:
+        return False
+
+
+def cached_ceiling(cached, size, shareable):
+    """The in-cache all-gather ceiling at `size` in us, or None."""
+    names = (CACHED_SHAREABLE,) if shareable else CACHED_PLAIN
+    times = [cached[(size, n)] for n in names if (size, n) in cached]
+    return min(times) if times else None
+
+
 def link_times(out):
     """Median us per exchanged size over the repeats (tcp_exchange_bench)."""
     vals = {}
@@ -101,9 +141,11 @@ def link_times(out):
     return {k: statistics.median(v) for k, v in vals.items()}
 
 
-def ceiling_for(op, size, ceil, link):
+def ceiling_for(op, size, ceil, link, cached_us=None):
     """The ceiling of a row as ("busbw", GB/s) or ("time", us); None where
-    none was measured."""
+    none was measured. cached_us: the in-cache all-gather ceiling at size."""
+    if op == "allgather" and cached_us is not None and not link:
+        return ("time", cached_us)
     if op in LATENCY_ROWS:
         if link:
             return ("time", link[8]) if 8 in link else None
@@ -158,6 +200,7 @@ def main():
     loom, mpi, gloo = collect(out, "loom"), collect(out, "mpi"), collect(out, "gloo")
     mc = memcpy_gbs(out)
     ceil, link = ceilings(out), link_times(out)
+    cached, shareable = cached_ceilings(out), shareable_buffers(out)
     if mc:
         print(f"# memcpy 256 MiB, one thread, median of this run: {mc:.2f} GB/s")
     for name in CEILING_SHOWN:
@@ -168,6 +211,11 @@ def main():
         print(f"# ceiling, {name}: {gbs:.2f} GB/s busbw{pct}")
     if EXCHANGE in ceil:
         print(f"# ceiling, {EXCHANGE} between the cores: {ceil[EXCHANGE]:.3f} us")
+    for size in sorted({sz for sz, _ in cached}):
+        parts = ", ".join(f"{n} {cached[(size, n)]:.2f}" for n in (CACHED_SHAREABLE,) + CACHED_PLAIN
+                          if (size, n) in cached)
+        print(f"# ceiling, all-gather of {size} B in cache, us: {parts} "
+              f"(the row's: {'shareable' if shareable else 'plain'} buffers)")
     if link:
         sizes = ", ".join(f"{b} B {t:.2f} us" for b, t in sorted(link.items()) if b in (8, 1 << 20))
         print(f"# ceiling, a plain TCP exchange per rank (tcp_exchange_bench): {sizes}")
@@ -187,7 +235,7 @@ def main():
             ratio, gratio = speedup(key[1], lt, lb, mt, mb), speedup(key[1], lt, lb, gt, gb)
             pct = 100 * lb / mc if mc else float("nan")
             pct_ceil = ceil_mpi = float("nan")
-            c = ceiling_for(key[0], key[1], ceil, link)
+            c = ceiling_for(key[0], key[1], ceil, link, cached_ceiling(cached, key[1], shareable))
             if c and c[0] == "time":
                 pct_ceil = 100 * c[1] / lt if lt > 0 else float("nan")
                 ceil_mpi = mt / c[1] if mt == mt and c[1] > 0 else float("nan")

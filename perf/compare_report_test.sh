@@ -2,8 +2,9 @@
 # perf/compare_report.py: medians over repeats, ratios loom over Open MPI,
 # wrong results left out, and the ceiling columns: shared memory's
 # (ring_memory_bench) only from 64 MiB and only for the collectives that have
-# a ceiling, its 8-byte exchange for the latency rows, and TCP's plain
-# exchange (tcp_exchange_bench) of the bytes each collective moves.
+# a ceiling, the in-cache all-gather's at the sizes it timed (by buffer
+# kind), its 8-byte exchange for the latency rows, and TCP's plain exchange
+# (tcp_exchange_bench) of the bytes each collective moves.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
@@ -75,6 +76,37 @@ read -r -a fl <<<"$lat"
 b2b=$(grep -E '^  allreduce_lat_b2b +8 ' "$tmp/report.txt") || fail "no back-to-back row"
 read -r -a fb <<<"$b2b"
 [ "${fb[10]}" = 100% ] || fail "back-to-back %ceil ${fb[10]}, expected 100%"
+
+# The in-cache all-gather ceiling (ring_memory_bench's "all-gather in cache"
+# rows) at 2 MiB: plain buffers take the fastest of process_vm_readv (120
+# us) and the FIFO's copies (200, 131), shareable ones the loads (50 us).
+for buffers in plain shareable; do
+  dir=$tmp/cached-$buffers
+  mkdir -p "$dir"
+  cp "$tmp"/mpi.allgather.r*.txt "$tmp"/loom.allgather.r*.txt "$dir"/
+  for r in 1 2 3; do
+    cat >"$dir/ceiling.r$r.txt" <<EOT
+# pattern                                         bytes         us
+all-gather in cache, by loads                   2097152      50.00 us
+all-gather in cache, by process_vm_readv        2097152     $((110 + 5 * r)).00 us
+all-gather in cache, through a FIFO             2097152     200.00 us
+all-gather in cache, through a FIFO, streamed   2097152     131.00 us
+EOT
+  done
+  [ $buffers = shareable ] && echo shareable >"$dir/buffers"
+  python3 "$here/compare_report.py" "$dir" >"$tmp/report.txt" 2>&1 || fail "compare_report.py ($buffers) exited $?"
+  grep -q "ceiling, all-gather of 2097152 B in cache, us: by loads 50.00, by process_vm_readv 120.00, through a FIFO 200.00, through a FIFO, streamed 131.00 (the row's: $buffers buffers)" \
+    "$tmp/report.txt" || fail "in-cache ceiling line ($buffers)"
+  row=$(grep -E '^  allgather +2097152 ' "$tmp/report.txt") || fail "no 2 MiB row ($buffers)"
+  read -r -a fc <<<"$row"
+  # loom 174.8 us, Open MPI's median 262 us.
+  if [ $buffers = plain ]; then want=(69% 2.18); else want=(29% 5.24); fi
+  [ "${fc[10]}" = "${want[0]}" ] || fail "$buffers %ceil ${fc[10]}, expected ${want[0]}"
+  [ "${fc[11]}" = "${want[1]}" ] || fail "$buffers ceil/MPI ${fc[11]}, expected ${want[1]}"
+  row128=$(grep -E '^  allgather +134217728 ' "$tmp/report.txt") || fail "no 128 MiB row ($buffers)"
+  read -r -a fn <<<"$row128"
+  [ "${#fn[@]}" -eq 10 ] || fail "128 MiB has a ceiling where none was timed ($buffers)"
+done
 
 # TCP: the link is a plain exchange of what each rank sends (an all-reduce
 # of S: S; an all-gather: S/2). 2 MiB exchanged in 524.288 us is 4 GB/s,

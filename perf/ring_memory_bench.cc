@@ -28,6 +28,28 @@
 // copied into the FIFO and, from the cache, into out; the peer's 1 MiB is
 // copied out of the FIFO.
 //
+// "In cache" rows time the 2-rank all-gather where the anchors time it at
+// mid sizes: the same buffers over and over, so the peer's input waits in
+// the other core's cache. Two persistent threads, each bound to a CPU of
+// its own (as compare.sh --bind core binds the ranks), meet at a spin
+// barrier before every call; us per call, median of the runs. Each rank
+// copies its own block into out and gets the peer's block:
+//   "by loads":           plain loads of the peer's input (only possible
+//                         where the peer's buffer is mapped here: shareable
+//                         buffers, loom perf -R 1);
+//   "by process_vm_readv": the kernel's single copy between address spaces
+//                         (CMA), the only single copy of a buffer that is
+//                         not mapped here (Open MPI's all-gather, loom's
+//                         Direct over plain buffers);
+//   "through a FIFO":     loom's ring over plain buffers: the input is
+//                         copied into a 1 MiB FIFO that the peer copies out
+//                         of (a barrier between the halves), three copies;
+//                         "streamed": written into the FIFO around the
+//                         cache, as loom's sends stream when that is faster
+//                         (comm/stream_chooser.h).
+// The least of the last three bounds any all-gather of plain malloc'd
+// buffers; the first, one of shareable buffers.
+//
 // "8 B exchange" is the least a 2-rank 8-byte all-reduce over shared memory
 // can take: each thread writes its value and a serial into its own cache
 // line (one of two, as loom's small-collective slots alternate), waits for
@@ -36,8 +58,13 @@
 // library around it. Printed in microseconds.
 //
 //   ring_memory_bench [--bytes N] [--reps R] [--threads T] [--rounds K]
-//   (--rounds: of the 8-byte exchange per timed run, default 200000)
+//                     [--cached-sizes LIST]
+//   (--rounds: of the 8-byte exchange per timed run, default 200000;
+//   --cached-sizes: the in-cache all-gather's total sizes in bytes, comma
+//   separated, default 262144,2097152,16777216; 0 for none)
+#include <pthread.h>
 #include <sched.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <atomic>
@@ -191,10 +218,131 @@ double Measure(std::vector<Rank>& ranks, int threads, size_t bytes, Pattern p, i
   return rates[rates.size() / 2];
 }
 
+// Two threads meeting between calls: a counter each, spun on (yielding
+// now and then, as ExchangeRounds does, so that a shared core still ends).
+class SpinBarrier {
+ public:
+  void Arrive(int me) {
+    const uint64_t gen = ++arrived_[me].n;
+    arrived_[me].v.store(gen, std::memory_order_release);
+    for (unsigned polls = 1; arrived_[1 - me].v.load(std::memory_order_acquire) < gen; ++polls) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+      if (polls % 256 == 0) sched_yield();
+    }
+  }
+
+ private:
+  struct alignas(64) Counter {
+    std::atomic<uint64_t> v{0};
+    uint64_t n = 0;  // owner's count
+  };
+  Counter arrived_[2];
+};
+
+enum class CachedPattern { kLoads, kProcessVmReadv, kFifo, kFifoStreamed };
+
+constexpr size_t kFifoBytes = size_t{1} << 20;  // loom's shared-memory FIFO
+
+struct CachedRank {
+  Buffer in, out, fifo;
+};
+
+// One call of the 2-rank all-gather of `bytes` (out holds both blocks in
+// rank order) on rank `me`.
+void CachedCall(std::vector<CachedRank>& ranks, int me, size_t bytes, CachedPattern p,
+                SpinBarrier& barrier) {
+  const size_t block = bytes / 2;
+  CachedRank& r = ranks[static_cast<size_t>(me)];
+  const CachedRank& peer = ranks[static_cast<size_t>(1 - me)];
+  char* own_out = r.out.get() + static_cast<size_t>(me) * block;
+  char* peer_out = r.out.get() + static_cast<size_t>(1 - me) * block;
+  if (p == CachedPattern::kFifo || p == CachedPattern::kFifoStreamed) {
+    for (size_t off = 0; off < block; off += kFifoBytes) {
+      const size_t n = std::min(kFifoBytes, block - off);
+      if (p == CachedPattern::kFifoStreamed) {
+        loom::StreamingCopy(r.fifo.get(), r.in.get() + off, n);
+      } else {
+        std::memcpy(r.fifo.get(), r.in.get() + off, n);
+      }
+      std::memcpy(own_out + off, r.in.get() + off, n);
+      barrier.Arrive(me);
+      std::memcpy(peer_out + off, peer.fifo.get(), n);
+      barrier.Arrive(me);
+    }
+    return;
+  }
+  std::memcpy(own_out, r.in.get(), block);
+  if (p == CachedPattern::kLoads) {
+    std::memcpy(peer_out, peer.in.get(), block);
+    return;
+  }
+  iovec local{peer_out, block};
+  iovec remote{peer.in.get(), block};
+  if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != static_cast<ssize_t>(block)) {
+    std::perror("ring_memory_bench: process_vm_readv");
+    std::exit(1);
+  }
+}
+
+// Binds the calling thread to the `index`-th CPU this process may run on
+// (no binding where there are fewer).
+void BindToCpu(int index) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  int seen = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    if (seen++ == index) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+      return;
+    }
+  }
+}
+
+// Median us per call of `reps` timed runs of the in-cache all-gather.
+double MeasureCached(size_t bytes, CachedPattern p, int reps) {
+  std::vector<CachedRank> ranks(2);
+  for (CachedRank& r : ranks) {
+    r.in = MakeTouched(bytes / 2);
+    r.out = MakeTouched(bytes);
+    r.fifo = MakeTouched(kFifoBytes);
+  }
+  // About 30 ms per timed run at a few GB/s, at least 10 calls.
+  const int calls = static_cast<int>(std::clamp<size_t>((size_t{96} << 20) / bytes, 10, 2000));
+  std::vector<double> us;
+  SpinBarrier barrier;
+  auto rank = [&](int me) {
+    BindToCpu(me);
+    for (int rep = 0; rep <= reps; ++rep) {  // the first run warms up
+      barrier.Arrive(me);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int c = 0; c < calls; ++c) {
+        barrier.Arrive(me);
+        CachedCall(ranks, me, bytes, p, barrier);
+      }
+      barrier.Arrive(me);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (me == 0 && rep > 0) us.push_back(s * 1e6 / calls);
+    }
+  };
+  // Both ranks on threads of their own: this thread stays unbound, so the
+  // next measurement's threads again inherit every allowed CPU.
+  std::thread first(rank, 0), second(rank, 1);
+  first.join();
+  second.join();
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
 [[noreturn]] void Usage(const char* why) {
   std::fprintf(stderr,
                "ring_memory_bench: %s\nusage: ring_memory_bench [--bytes N (a multiple of "
-               "2 MiB)] [--reps R] [--threads T] [--rounds K]\n",
+               "2 MiB)] [--reps R] [--threads T] [--rounds K] [--cached-sizes LIST]\n",
                why);
   std::exit(2);
 }
@@ -204,11 +352,22 @@ double Measure(std::vector<Rank>& ranks, int threads, size_t bytes, Pattern p, i
 int main(int argc, char** argv) {
   size_t bytes = size_t{256} << 20;
   int reps = 7, threads = 2, rounds = 200000;
+  std::vector<size_t> cached_sizes = {size_t{256} << 10, size_t{2} << 20, size_t{16} << 20};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (i + 1 >= argc) Usage(("missing value for " + arg).c_str());
     const long long v = std::atoll(argv[++i]);
-    if (arg == "--bytes") {
+    if (arg == "--cached-sizes") {
+      cached_sizes.clear();
+      for (const char* at = argv[i]; *at != '\0';) {
+        char* end = nullptr;
+        const unsigned long long n = std::strtoull(at, &end, 10);
+        if (end == at || (*end != ',' && *end != '\0')) Usage("--cached-sizes takes bytes, comma separated");
+        if (n > 0 && n % 128 != 0) Usage("--cached-sizes must be multiples of 128 bytes");
+        if (n > 0) cached_sizes.push_back(static_cast<size_t>(n));
+        at = *end == ',' ? end + 1 : end;
+      }
+    } else if (arg == "--bytes") {
       bytes = static_cast<size_t>(v);
     } else if (arg == "--reps") {
       reps = static_cast<int>(v);
@@ -256,5 +415,24 @@ int main(int argc, char** argv) {
   }
   std::printf("%-30s %8s\n", "# pattern", "us");
   std::printf("%-30s %8.3f us\n", "8 B exchange", MeasureExchange(reps, rounds));
+  if (!cached_sizes.empty()) {
+    std::printf("# in cache: the 2-rank all-gather of the same buffers over and over, a thread per\n"
+                "# rank bound to a CPU of its own, us per call, median of %d\n", reps);
+    std::printf("%-46s %10s %10s\n", "# pattern", "bytes", "us");
+    const struct {
+      const char* name;
+      CachedPattern pattern;
+    } cached_rows[] = {
+        {"all-gather in cache, by loads", CachedPattern::kLoads},
+        {"all-gather in cache, by process_vm_readv", CachedPattern::kProcessVmReadv},
+        {"all-gather in cache, through a FIFO", CachedPattern::kFifo},
+        {"all-gather in cache, through a FIFO, streamed", CachedPattern::kFifoStreamed},
+    };
+    for (size_t bytes : cached_sizes) {
+      for (const auto& row : cached_rows) {
+        std::printf("%-46s %10zu %10.2f us\n", row.name, bytes, MeasureCached(bytes, row.pattern, reps));
+      }
+    }
+  }
   return 0;
 }
