@@ -16,17 +16,23 @@
 
 namespace loom {
 
+// Lines that two ranks write in turn stay 128 bytes apart: x86 cores fetch
+// cache lines in aligned pairs (the adjacent-line prefetcher), so a line
+// written by one rank next to one written by the other moves between the
+// cores as if they shared it.
+inline constexpr size_t kShmPairBytes = 128;
+
 // Control block at the start of each FIFO segment; data follows at kDataOffset.
 struct ShmFifoControl {
-  alignas(64) std::atomic<uint64_t> head;  // bytes ever written (sender only)
-  alignas(64) std::atomic<uint64_t> tail;  // bytes ever consumed (receiver only)
-  alignas(64) uint64_t capacity;           // multiple of 64
+  alignas(kShmPairBytes) std::atomic<uint64_t> head;  // bytes ever written (sender only)
+  alignas(kShmPairBytes) std::atomic<uint64_t> tail;  // bytes ever consumed (receiver only)
+  alignas(kShmPairBytes) uint64_t capacity;           // multiple of 64
   uint64_t magic;
   // TSan builds: the address, in the creating (sending) process, of this
   // FIFO's TsanKeys (NewTsanKeys); 0 in other builds.
   uint64_t tsan_keys;
 };
-inline constexpr size_t kShmDataOffset = 192;
+inline constexpr size_t kShmDataOffset = 3 * kShmPairBytes;
 static_assert(sizeof(ShmFifoControl) <= kShmDataOffset);
 
 // Ranks that are threads of one process map a FIFO or a mailbox twice, at
@@ -45,13 +51,15 @@ struct TsanKeys {
 uint64_t NewTsanKeys();  // 0 without TSan
 
 // Per-rank mailbox segment: the doorbell peers ring, the pid for liveness,
-// and the rank's slots for small collectives (Engine::SmallExchange).
+// and the rank's slots for small collectives (Engine::SmallExchange). The
+// doorbell (written by the peers) and the slots (by this rank) are a line
+// pair apart.
 struct ShmMailbox {
   Doorbell doorbell;
   pid_t pid;
   uint64_t magic;
   uint64_t tsan_keys;  // TSan builds: the creating process's TsanKeys; else 0
-  alignas(64) SmallSlot small[2];
+  alignas(kShmPairBytes) SmallSlot small[2];
 };
 
 class ShmConnection final : public Connection {

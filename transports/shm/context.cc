@@ -16,8 +16,9 @@
 namespace loom {
 
 namespace {
-constexpr uint64_t kFifoMagic = 0x6c6f6f6d66696630ull;     // "loomfif0"
-constexpr uint64_t kMailboxMagic = 0x6c6f6f6d6d626f78ull;  // "loommbox"
+// Changed with the layouts: a peer built with another layout is refused.
+constexpr uint64_t kFifoMagic = 0x6c6f6f6d66696631ull;     // "loomfif1"
+constexpr uint64_t kMailboxMagic = 0x6c6f6f6d6d627831ull;  // "loommbx1"
 }  // namespace
 
 std::string ShmContext::FifoName(int from, int to) const {
