@@ -362,7 +362,9 @@ int main(int argc, char** argv) {
       for (const char* at = argv[i]; *at != '\0';) {
         char* end = nullptr;
         const unsigned long long n = std::strtoull(at, &end, 10);
-        if (end == at || (*end != ',' && *end != '\0')) Usage("--cached-sizes takes bytes, comma separated");
+        if (end == at || (*end != ',' && *end != '\0')) {
+          Usage("--cached-sizes takes bytes, comma separated");
+        }
         if (n > 0 && n % 128 != 0) Usage("--cached-sizes must be multiples of 128 bytes");
         if (n > 0) cached_sizes.push_back(static_cast<size_t>(n));
         at = *end == ',' ? end + 1 : end;
@@ -416,8 +418,10 @@ int main(int argc, char** argv) {
   std::printf("%-30s %8s\n", "# pattern", "us");
   std::printf("%-30s %8.3f us\n", "8 B exchange", MeasureExchange(reps, rounds));
   if (!cached_sizes.empty()) {
-    std::printf("# in cache: the 2-rank all-gather of the same buffers over and over, a thread per\n"
-                "# rank bound to a CPU of its own, us per call, median of %d\n", reps);
+    std::printf(
+        "# in cache: the 2-rank all-gather of the same buffers over and over, a thread per\n"
+        "# rank bound to a CPU of its own, us per call, median of %d\n",
+        reps);
     std::printf("%-46s %10s %10s\n", "# pattern", "bytes", "us");
     const struct {
       const char* name;
@@ -430,7 +434,8 @@ int main(int argc, char** argv) {
     };
     for (size_t bytes : cached_sizes) {
       for (const auto& row : cached_rows) {
-        std::printf("%-46s %10zu %10.2f us\n", row.name, bytes, MeasureCached(bytes, row.pattern, reps));
+        std::printf("%-46s %10zu %10.2f us\n", row.name, bytes,
+                    MeasureCached(bytes, row.pattern, reps));
       }
     }
   }
