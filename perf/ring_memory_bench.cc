@@ -30,7 +30,7 @@
 //
 // "In cache" rows time the 2-rank all-gather where the anchors time it at
 // mid sizes: the same buffers over and over, so the peer's input waits in
-// the other core's cache. Two persistent threads, each bound to a CPU of
+// the other core's cache. Two persistent threads, each bound to a core of
 // its own (as compare.sh --bind core binds the ranks), meet at a spin
 // barrier before every call; us per call, median of the runs. Each rank
 // copies its own block into out and gets the peer's block:
@@ -78,6 +78,7 @@
 #include <vector>
 
 #include "collectives/reduce/reduce.h"
+#include "tools/run/binding.h"
 #include "transports/streaming.h"
 
 namespace {
@@ -286,26 +287,27 @@ void CachedCall(std::vector<CachedRank>& ranks, int me, size_t bytes, CachedPatt
   }
 }
 
-// Binds the calling thread to the `index`-th CPU this process may run on
-// (no binding where there are fewer).
-void BindToCpu(int index) {
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
-  int seen = 0;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (!CPU_ISSET(cpu, &allowed)) continue;
-    if (seen++ == index) {
-      cpu_set_t one;
-      CPU_ZERO(&one);
-      CPU_SET(cpu, &one);
-      pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
-      return;
-    }
-  }
+// The CPUs each rank's thread is bound to: a core each, as `loom run
+// --bind-to core` (compare.sh --bind core) binds the ranks; none where this
+// process may use fewer than 2 cores.
+std::vector<std::vector<int>> RankCores() {
+  using namespace loom::tools;
+  auto bindings = Bindings(BindTo::kCore, 2, CoresOf(AllowedCpus(), CoreCpusList));
+  return bindings.ok() ? bindings.value() : std::vector<std::vector<int>>{};
 }
 
-// Median us per call of `reps` timed runs of the in-cache all-gather.
-double MeasureCached(size_t bytes, CachedPattern p, int reps) {
+void BindThread(const std::vector<int>& cpus) {
+  if (cpus.empty()) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int cpu : cpus) CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+// Median us per call of `reps` timed runs of the in-cache all-gather, rank
+// r's thread bound to cores[r] (when given).
+double MeasureCached(size_t bytes, CachedPattern p, int reps,
+                     const std::vector<std::vector<int>>& cores) {
   std::vector<CachedRank> ranks(2);
   for (CachedRank& r : ranks) {
     r.in = MakeTouched(bytes / 2);
@@ -317,7 +319,7 @@ double MeasureCached(size_t bytes, CachedPattern p, int reps) {
   std::vector<double> us;
   SpinBarrier barrier;
   auto rank = [&](int me) {
-    BindToCpu(me);
+    if (cores.size() == 2) BindThread(cores[static_cast<size_t>(me)]);
     for (int rep = 0; rep <= reps; ++rep) {  // the first run warms up
       barrier.Arrive(me);
       const auto t0 = std::chrono::steady_clock::now();
@@ -330,8 +332,6 @@ double MeasureCached(size_t bytes, CachedPattern p, int reps) {
       if (me == 0 && rep > 0) us.push_back(s * 1e6 / calls);
     }
   };
-  // Both ranks on threads of their own: this thread stays unbound, so the
-  // next measurement's threads again inherit every allowed CPU.
   std::thread first(rank, 0), second(rank, 1);
   first.join();
   second.join();
@@ -420,7 +420,7 @@ int main(int argc, char** argv) {
   if (!cached_sizes.empty()) {
     std::printf(
         "# in cache: the 2-rank all-gather of the same buffers over and over, a thread per\n"
-        "# rank bound to a CPU of its own, us per call, median of %d\n",
+        "# rank bound to a core of its own, us per call, median of %d\n",
         reps);
     std::printf("%-46s %10s %10s\n", "# pattern", "bytes", "us");
     const struct {
@@ -432,10 +432,11 @@ int main(int argc, char** argv) {
         {"all-gather in cache, through a FIFO", CachedPattern::kFifo},
         {"all-gather in cache, through a FIFO, streamed", CachedPattern::kFifoStreamed},
     };
+    const std::vector<std::vector<int>> cores = RankCores();
     for (size_t bytes : cached_sizes) {
       for (const auto& row : cached_rows) {
         std::printf("%-46s %10zu %10.2f us\n", row.name, bytes,
-                    MeasureCached(bytes, row.pattern, reps));
+                    MeasureCached(bytes, row.pattern, reps, cores));
       }
     }
   }

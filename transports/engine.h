@@ -43,17 +43,23 @@ void RingDoorbell(Doorbell* bell);
 // FIFO (docs/PERFORMANCE.md: 2-rank all-reduce of 512 B 0.29-0.39 us
 // against 0.88-1.01 in a 20-iteration sweep).
 inline constexpr size_t kSmallSlotBytes = 1024;
-// 128-byte aligned: slot k % 2 starts a line pair of its own (x86 cores fetch
-// lines in aligned pairs), away from the other slot, which the peers may
-// still read, and from whatever precedes it in the mailbox.
-struct alignas(128) SmallSlot {
+// Lines that ranks write in turn in shared memory stay this far apart: x86
+// cores fetch cache lines in aligned pairs (the adjacent-line prefetcher),
+// so a line written by one rank next to one written by another moves
+// between the cores as if they shared it.
+inline constexpr size_t kLinePairBytes = 128;
+
+// Aligned to a line pair: slot k % 2 starts a pair of its own, away from the
+// other slot, which the peers may still read, and from whatever precedes it
+// in the mailbox.
+struct alignas(kLinePairBytes) SmallSlot {
   std::atomic<uint64_t> serial{0};  // k + 1 once the k-th contribution is here
   uint32_t bytes = 0;               // the operation's size (every rank's is the same)
   uint8_t kind = 0;                 // OpKind
   uint8_t step = 0;                 // 0: a small collective; else a step of a larger one
   alignas(8) char data[kSmallSlotBytes];
 };
-static_assert(offsetof(SmallSlot, data) == 16 && sizeof(SmallSlot) % 128 == 0);
+static_assert(offsetof(SmallSlot, data) == 16 && sizeof(SmallSlot) % kLinePairBytes == 0);
 
 class Engine {
  public:

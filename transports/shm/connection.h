@@ -16,23 +16,19 @@
 
 namespace loom {
 
-// Lines that two ranks write in turn stay 128 bytes apart: x86 cores fetch
-// cache lines in aligned pairs (the adjacent-line prefetcher), so a line
-// written by one rank next to one written by the other moves between the
-// cores as if they shared it.
-inline constexpr size_t kShmPairBytes = 128;
-
-// Control block at the start of each FIFO segment; data follows at kDataOffset.
+// Control block at the start of each FIFO segment; data follows at
+// kShmDataOffset. Head and tail are written by different ranks: a line pair
+// apart (kLinePairBytes, transports/engine.h).
 struct ShmFifoControl {
-  alignas(kShmPairBytes) std::atomic<uint64_t> head;  // bytes ever written (sender only)
-  alignas(kShmPairBytes) std::atomic<uint64_t> tail;  // bytes ever consumed (receiver only)
-  alignas(kShmPairBytes) uint64_t capacity;           // multiple of 64
+  alignas(kLinePairBytes) std::atomic<uint64_t> head;  // bytes ever written (sender only)
+  alignas(kLinePairBytes) std::atomic<uint64_t> tail;  // bytes ever consumed (receiver only)
+  alignas(kLinePairBytes) uint64_t capacity;           // multiple of 64
   uint64_t magic;
   // TSan builds: the address, in the creating (sending) process, of this
   // FIFO's TsanKeys (NewTsanKeys); 0 in other builds.
   uint64_t tsan_keys;
 };
-inline constexpr size_t kShmDataOffset = 3 * kShmPairBytes;
+inline constexpr size_t kShmDataOffset = 3 * kLinePairBytes;
 static_assert(sizeof(ShmFifoControl) <= kShmDataOffset);
 
 // Ranks that are threads of one process map a FIFO or a mailbox twice, at
@@ -59,7 +55,7 @@ struct ShmMailbox {
   pid_t pid;
   uint64_t magic;
   uint64_t tsan_keys;  // TSan builds: the creating process's TsanKeys; else 0
-  alignas(kShmPairBytes) SmallSlot small[2];
+  alignas(kLinePairBytes) SmallSlot small[2];
 };
 
 class ShmConnection final : public Connection {
