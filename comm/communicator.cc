@@ -105,27 +105,34 @@ Work Communicator::Impl::Enqueue(Op op) {
   state->owner = this;
   op.state = state;
   std::unique_lock<std::mutex> lock(q_mu_);
-  if (finalized_) {
+  if (finalized_.load()) {
     state->Complete(InvalidUsage("operation issued after Finalize"));
     return Work(state);
   }
   queue_.push_back(std::move(op));
+  // Stored before NotifyAndUnlock reads executing_ (both sequentially
+  // consistent), as ReleaseExecution stores executing_ before it reads
+  // queued_: either this call sees the claim given up and wakes the worker,
+  // or the releasing blocking call sees this op and does.
+  queued_.store(queue_.size());
   ++issued_;
   NotifyAndUnlock(lock);
   return Work(state);
 }
 
 // Runs up to `max_ops` ops from the front of the queue on the calling thread,
-// in order; lock holds q_mu_ and the caller has checked that an op is queued
-// and none is executing. Taking several at once keeps the worker off q_mu_
+// in order, once it has the claim to execute; lock holds q_mu_ and the
+// caller has checked that an op is queued. Taking several at once keeps the worker off q_mu_
 // while the caller keeps issuing (on a busy core every contended lock costs).
-void Communicator::Impl::RunFront(std::unique_lock<std::mutex>& lock, size_t max_ops) {
+bool Communicator::Impl::RunFront(std::unique_lock<std::mutex>& lock, size_t max_ops) {
+  bool idle = false;
+  if (!executing_.compare_exchange_strong(idle, true)) return false;  // a blocking call runs
   running_.clear();
   while (!queue_.empty() && running_.size() < max_ops) {
     running_.push_back(std::move(queue_.front()));
     queue_.pop_front();
   }
-  executing_ = true;
+  queued_.store(queue_.size());
   lock.unlock();
   for (Op& op : running_) {
     const bool device_op = op.staged != nullptr;
@@ -145,15 +152,17 @@ void Communicator::Impl::RunFront(std::unique_lock<std::mutex>& lock, size_t max
   const size_t ran = running_.size();
   running_.clear();
   lock.lock();
-  executing_ = false;
+  executing_.store(false);
   completed_ += ran;
   NotifyAndUnlock(lock);
   lock.lock();
+  return true;
 }
 
 void Communicator::Impl::NotifyAndUnlock(std::unique_lock<std::mutex>& lock) {
-  const bool worker_can_run = !queue_.empty() && !executing_;
-  const bool drained = drain_waiters_ > 0 && completed_ == issued_;
+  const bool idle = !executing_.load();
+  const bool worker_can_run = !queue_.empty() && idle;
+  const bool drained = drain_waiters_.load() > 0 && completed_ == issued_ && idle;
   lock.unlock();
   // The worker runs its next op itself; waking it when it is the caller is
   // a no-op (nobody waits), so no need to tell the threads apart.
@@ -161,14 +170,25 @@ void Communicator::Impl::NotifyAndUnlock(std::unique_lock<std::mutex>& lock) {
   if (drained) drained_cv_.notify_all();
 }
 
+void Communicator::Impl::ReleaseExecution() {
+  executing_.store(false);
+  if (queued_.load() == 0 && drain_waiters_.load() == 0) return;
+  // Taking q_mu_ orders this after a waiter's check of its condition: it
+  // is either asleep (and notified) or has not yet looked.
+  std::unique_lock<std::mutex> lock(q_mu_);
+  NotifyAndUnlock(lock);
+}
+
 void Communicator::Impl::WorkerLoop() {
   for (;;) {
     // No polling here: a waiting caller runs queued ops itself (HelpUntil),
     // and a spinning worker would take the core that caller needs.
     std::unique_lock<std::mutex> lock(q_mu_);
-    worker_cv_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !executing_); });
+    worker_cv_.wait(lock, [&] {
+      return (stopping_ && queue_.empty()) || (!queue_.empty() && !executing_.load());
+    });
     if (queue_.empty()) return;
-    RunFront(lock, kWorkerBatch);
+    RunFront(lock, kWorkerBatch);  // false: a blocking call took the claim first, and wakes us
   }
 }
 
@@ -182,8 +202,10 @@ void Communicator::Impl::HelpUntil(const Work::State* target) {
       std::lock_guard<std::mutex> done_lock(const_cast<Work::State*>(target)->mu);
       if (target->done) return;
     }
-    if (executing_ || queue_.empty()) return;  // someone else runs it: sleep on the Work
-    RunFront(lock, 1);  // no further than needed: the caller wants to go on
+    if (queue_.empty()) return;  // someone else runs it: sleep on the Work
+    // One op, no further than needed: the caller wants to go on. Another
+    // executor: sleep on the Work.
+    if (!RunFront(lock, 1)) return;
   }
 }
 
@@ -201,26 +223,27 @@ Status Communicator::Impl::IssueBlocking(const CollArgs& args) {
 }
 
 Status Communicator::Impl::RunBlocking(std::span<const CollArgs> items) {
-  {
-    std::unique_lock<std::mutex> lock(q_mu_);
-    if (finalized_ || !queue_.empty() || executing_) {
-      lock.unlock();
-      if (items.size() == 1) return Submit(items.front()).Wait();
-      return Submit(std::vector<CollArgs>(items.begin(), items.end())).Wait();
-    }
-    // Nothing queued or running: run on the caller's thread, saving two
-    // thread hand-offs (most of a small message's latency).
-    executing_ = true;
-    ++issued_;
+  // Nothing queued or running: run on the caller's thread, saving two
+  // thread hand-offs (most of a small message's latency). The claim is a
+  // compare-exchange, not q_mu_: two lock round trips were a tenth of an
+  // 8 B all-reduce (docs/PERFORMANCE.md). An op queued before this call
+  // by this thread is seen in queued_ (or holds the claim, running).
+  bool idle = false;
+  if (!executing_.compare_exchange_strong(idle, true)) return SubmitAndWait(items);
+  if (queued_.load() != 0 || finalized_.load()) {
+    ReleaseExecution();
+    return SubmitAndWait(items);  // after the queued ops, or refused after Finalize
   }
   Status s = AsyncError();
   if (s.ok()) s = Execute(items);
   if (!s.ok()) Fail(s);
-  std::unique_lock<std::mutex> lock(q_mu_);
-  executing_ = false;
-  ++completed_;
-  NotifyAndUnlock(lock);
+  ReleaseExecution();
   return s;
+}
+
+Status Communicator::Impl::SubmitAndWait(std::span<const CollArgs> items) {
+  if (items.size() == 1) return Submit(items.front()).Wait();
+  return Submit(std::vector<CollArgs>(items.begin(), items.end())).Wait();
 }
 
 Status Communicator::Impl::IssueOnStream(const CollArgs& args, GpuStream stream) {
@@ -329,14 +352,17 @@ Status Communicator::Impl::AsyncError() const {
 
 Status Communicator::Impl::Drain(Deadline deadline) {
   std::unique_lock<std::mutex> lock(q_mu_);
+  // Counted before executing_ is read (ReleaseExecution pairs with it).
   ++drain_waiters_;
-  const bool drained =
-      drained_cv_.wait_until(lock, deadline.at(), [&] { return completed_ == issued_; });
+  const bool drained = drained_cv_.wait_until(
+      lock, deadline.at(), [&] { return completed_ == issued_ && !executing_.load(); });
   --drain_waiters_;
   if (!drained) {
+    const uint64_t queued = issued_ - completed_;
     return TimeoutError("rank " + std::to_string(rank) + ": " +
-                        std::to_string(issued_ - completed_) +
-                        " operation(s) still pending at the deadline");
+                        (queued > 0 ? std::to_string(queued) + " operation(s) still pending"
+                                    : std::string("an operation still running")) +
+                        " at the deadline");
   }
   return AsyncError();
 }
@@ -345,8 +371,8 @@ Status Communicator::Impl::Finalize() {
   Status s = Drain(OpDeadline());
   {
     std::lock_guard<std::mutex> lock(q_mu_);
-    if (finalized_) return s;
-    finalized_ = true;
+    if (finalized_.load()) return s;
+    finalized_.store(true);
   }
   // Not a collective (NCCL's destroy is not either: one thread may destroy
   // the communicators of ncclCommInitAll one after the other). Peers still

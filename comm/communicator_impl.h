@@ -109,7 +109,9 @@ class Communicator::Impl {
   friend class Communicator;
   Status Validate(const CollArgs& a) const;
   void WorkerLoop();
-  void RunFront(std::unique_lock<std::mutex>& lock, size_t max_ops);
+  // false when another thread holds the claim to execute (it wakes the
+  // worker once done).
+  bool RunFront(std::unique_lock<std::mutex>& lock, size_t max_ops);
   static constexpr size_t kWorkerBatch = 32;  // ops the worker takes per visit to the queue
   Status Execute(std::span<const CollArgs> items);
   Status RunOne(const CollArgs& a, Deadline deadline);
@@ -174,17 +176,25 @@ class Communicator::Impl {
   // context switch on the caller's core) after every blocking call.
   std::condition_variable worker_cv_;
   std::condition_variable drained_cv_;
-  int drain_waiters_ = 0;
+  std::atomic<int> drain_waiters_{0};  // changed under q_mu_, read by ReleaseExecution
   RingQueue<Op> queue_;
+  std::atomic<size_t> queued_{0};  // queue_.size(): changed under q_mu_, read by blocking calls
   std::vector<Op> running_;  // RunFront's batch (only the executing thread touches it)
-  uint64_t issued_ = 0, completed_ = 0;
+  uint64_t issued_ = 0, completed_ = 0;  // queued ops (blocking calls run inline are not counted)
   bool stopping_ = false;
-  bool executing_ = false;  // an op runs (worker or inline caller): one at a time
-  bool finalized_ = false;
+  // The claim to execute: one op runs at a time, on the worker, a helping
+  // waiter or a blocking caller. Taken by compare-exchange: the worker and
+  // helpers under q_mu_, a blocking call without it (RunBlocking).
+  std::atomic<bool> executing_{false};
+  std::atomic<bool> finalized_{false};  // set under q_mu_
   std::thread worker_;
   // After queue_, executing_ or completed_ changed (q_mu_ held by `lock`):
   // releases the lock and wakes whoever can act now.
   void NotifyAndUnlock(std::unique_lock<std::mutex>& lock);
+  // Gives up the claim a blocking call took without q_mu_, then wakes the
+  // worker or a Drain if an op was queued or a Drain began meanwhile.
+  void ReleaseExecution();
+  Status SubmitAndWait(std::span<const CollArgs> items);
   Work Enqueue(Op op);
 };
 

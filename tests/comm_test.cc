@@ -277,6 +277,34 @@ TEST(Comm, AsyncWorkCompletesInIssueOrder) {
   });
 }
 
+TEST(Comm, ABlockingCallBehindQueuedWorkRunsAfterIt) {
+  // A blocking call runs on the caller's thread only when nothing is queued
+  // or running; the worker may be taking the queued ops at that very moment
+  // (the claim to execute is raced for without a lock). Each blocking call
+  // reads what the non-blocking ones before it wrote.
+  RunRanks(2, [](Communicator& c) {
+    const int rounds = std::getenv("LOOM_TEST_QUICK") != nullptr ? 60 : 300;
+    for (int round = 0; round < rounds; ++round) {
+      const size_t count = round % 3 == 0 ? 4096 : 2;  // the FIFOs, or the small slots
+      const int queued = 1 + round % 3;
+      std::vector<std::vector<int32_t>> mid(queued, std::vector<int32_t>(count, -1));
+      std::vector<int32_t> in(count, c.rank() + 1), out(count, -1);
+      std::vector<Work> works;
+      for (int q = 0; q < queued; ++q) {
+        works.push_back(
+            c.AllReduceAsync(in.data(), mid[q].data(), count, DataType::kInt32, RedOp::kSum));
+      }
+      ASSERT_TRUE(
+          c.AllReduce(mid[queued - 1].data(), out.data(), count, DataType::kInt32, RedOp::kSum)
+              .ok());
+      EXPECT_TRUE(works.back().Test()) << "round " << round;
+      EXPECT_EQ(out[0], 6) << "round " << round;
+      EXPECT_EQ(out[count - 1], 6) << "round " << round;
+      for (Work& w : works) ASSERT_TRUE(w.Wait().ok());
+    }
+  });
+}
+
 TEST(Comm, WaitWithAnEarlyDeadlineTimesOutButTheOpGoesOn) {
   RunRanks(2, [](Communicator& c) {
     int32_t v = 1, out = 0;
