@@ -25,8 +25,11 @@ the largest loom/MPI ratio any implementation could reach there.
   between the two cores.
 * TCP, 2 ranks (link.r*.txt, perf/tcp_exchange_bench): a plain exchange of
   the bytes each rank must send and receive (an all-reduce of S: S; a
-  reduce-scatter or all-gather: S/2), from 64 KiB and for the 8 B rows. A
-  plain program's link, not a strict bound (more sockets could beat it).
+  reduce-scatter or all-gather: S/2), from 64 KiB and for the 8 B rows; for
+  the all-gather that exchange plus a copy of the S/2 bytes sent (out of
+  place it copies its own block too, on cores the kernel's copies keep
+  busy). A plain program's link, not a strict bound (more sockets could
+  beat it).
 """
 import csv
 import glob
@@ -129,21 +132,30 @@ def cached_ceiling(cached, size, shareable):
     return min(times) if times else None
 
 
-def link_times(out):
-    """Median us per exchanged size over the repeats (tcp_exchange_bench)."""
+def link_times(out, with_copy=False):
+    """Median us per exchanged size over the repeats (tcp_exchange_bench):
+    the plain exchange, or with_copy the exchange plus a copy of the sent
+    bytes (its "us +copy" column, where the bench printed one)."""
     vals = {}
     for path in glob.glob(os.path.join(out, "link.r*.txt")):
         for line in open(path, errors="replace"):
             f = line.split()
             if line.startswith("#") or len(f) < 3 or not f[0].isdigit():
                 continue
-            vals.setdefault(int(f[0]), []).append(float(f[1]))
+            col = 3 if with_copy else 1
+            try:
+                us = float(f[col])
+            except (IndexError, ValueError):
+                continue  # an older bench's row: no +copy column
+            vals.setdefault(int(f[0]), []).append(us)
     return {k: statistics.median(v) for k, v in vals.items()}
 
 
-def ceiling_for(op, size, ceil, link, cached_us=None):
+def ceiling_for(op, size, ceil, link, cached_us=None, link_copy=None):
     """The ceiling of a row as ("busbw", GB/s) or ("time", us); None where
-    none was measured. cached_us: the in-cache all-gather ceiling at size."""
+    none was measured. cached_us: the in-cache all-gather ceiling at size;
+    link_copy: the TCP exchange with the own block's copy, for the
+    all-gather (out of place, it copies its own block too)."""
     if op == "allgather" and cached_us is not None and not link:
         return ("time", cached_us)
     if op in LATENCY_ROWS:
@@ -152,6 +164,8 @@ def ceiling_for(op, size, ceil, link, cached_us=None):
         return ("time", ceil[EXCHANGE]) if EXCHANGE in ceil else None
     if link:
         exchanged = size if op == "allreduce" else size // 2
+        if op == "allgather" and link_copy and exchanged in link_copy:
+            link = link_copy
         if size < LINK_MIN_BYTES or exchanged not in link:
             return None
         # 2 ranks: all-reduce busbw = algbw, the others algbw / 2.
@@ -199,7 +213,7 @@ def main():
     out = sys.argv[1]
     loom, mpi, gloo = collect(out, "loom"), collect(out, "mpi"), collect(out, "gloo")
     mc = memcpy_gbs(out)
-    ceil, link = ceilings(out), link_times(out)
+    ceil, link, link_copy = ceilings(out), link_times(out), link_times(out, with_copy=True)
     cached, shareable = cached_ceilings(out), shareable_buffers(out)
     if mc:
         print(f"# memcpy 256 MiB, one thread, median of this run: {mc:.2f} GB/s")
@@ -219,6 +233,9 @@ def main():
     if link:
         sizes = ", ".join(f"{b} B {t:.2f} us" for b, t in sorted(link.items()) if b in (8, 1 << 20))
         print(f"# ceiling, a plain TCP exchange per rank (tcp_exchange_bench): {sizes}")
+    if link_copy:
+        sizes = ", ".join(f"{b} B {t:.2f} us" for b, t in sorted(link_copy.items()) if b == 1 << 20)
+        print(f"# ceiling, the same exchange plus a copy of the sent bytes (all-gather rows): {sizes}")
     print(f"# {'op':<15}{'size':>11}{'loom us':>11}{'MPI us':>11}{'loom GB/s':>11}{'MPI GB/s':>10}"
           f"{'loom/MPI':>10}{'Gloo GB/s':>11}{'loom/Gloo':>10}{'%memcpy':>9}{'%ceil':>7}{'ceil/MPI':>9}"
           f"  Gloo best")
@@ -235,7 +252,8 @@ def main():
             ratio, gratio = speedup(key[1], lt, lb, mt, mb), speedup(key[1], lt, lb, gt, gb)
             pct = 100 * lb / mc if mc else float("nan")
             pct_ceil = ceil_mpi = float("nan")
-            c = ceiling_for(key[0], key[1], ceil, link, cached_ceiling(cached, key[1], shareable))
+            c = ceiling_for(key[0], key[1], ceil, link, cached_ceiling(cached, key[1], shareable),
+                            link_copy)
             if c and c[0] == "time":
                 pct_ceil = 100 * c[1] / lt if lt > 0 else float("nan")
                 ceil_mpi = mt / c[1] if mt == mt and c[1] > 0 else float("nan")
