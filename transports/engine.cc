@@ -34,6 +34,16 @@ inline void CpuRelax() {
 #endif
 }
 
+// A hint that this core will write the line at p soon: fetched in
+// exclusive state, so the write needs no second trip to the other copies.
+inline void PrefetchForWrite(const void* p) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p, 1);
+#endif
+}
+
 }  // namespace
 
 // Polling goes on for `spin` after the last progress before a wait sleeps.
@@ -297,6 +307,13 @@ Result<std::span<const char* const>> Engine::SmallExchange(OpKind kind, const vo
   if (!s.ok()) return s;
   if (published_wait_ != kNotWaiting) PublishWait(kNotWaiting);
   ++small_seq_;
+  // Every peer has read the slot the next small collective writes (it
+  // published this one after reading that one, two ago): ask for its first
+  // line in exclusive state now, while the caller reduces and comes back,
+  // rather than when the next call writes it. 8 B all-reduce back to back,
+  // the vCPUs apart: 0.51 against 0.52 us, faster in 10 of 10 alternated
+  // runs (docs/PERFORMANCE.md).
+  PrefetchForWrite(&options_.small_slots[small_seq_ % 2]);
   return std::span<const char* const>(small_views_);
 }
 
