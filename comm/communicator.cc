@@ -122,8 +122,9 @@ Work Communicator::Impl::Enqueue(Op op) {
 
 // Runs up to `max_ops` ops from the front of the queue on the calling thread,
 // in order, once it has the claim to execute; lock holds q_mu_ and the
-// caller has checked that an op is queued. Taking several at once keeps the worker off q_mu_
-// while the caller keeps issuing (on a busy core every contended lock costs).
+// caller has checked that an op is queued. Taking several at once keeps the
+// worker off q_mu_ while the caller keeps issuing (on a busy core every
+// contended lock costs).
 bool Communicator::Impl::RunFront(std::unique_lock<std::mutex>& lock, size_t max_ops) {
   bool idle = false;
   if (!executing_.compare_exchange_strong(idle, true)) return false;  // a blocking call runs
