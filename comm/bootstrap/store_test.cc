@@ -47,8 +47,10 @@ TEST(StoreNotices, RelayedInOrderAndAnsweredForRanksThatLeft) {
   constexpr int kRanks = 3;
   auto server = StoreServer::Start("127.0.0.1", 0, kSecret);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
-  std::vector<std::unique_ptr<StoreClient>> clients;
+  // Declared before the clients, so destroyed after them: a client's reader
+  // thread may still be running its callback until the client is gone.
   std::vector<std::unique_ptr<Inbox>> inbox;
+  std::vector<std::unique_ptr<StoreClient>> clients;
   for (int r = 0; r < kRanks; ++r) {
     auto c = StoreClient::Connect("127.0.0.1", server.value()->port(), kSecret,
                                   StoreClient::Identity{r, kRanks, "localhost", 100 + r},
