@@ -1,9 +1,10 @@
 // Communicator: the ordered operation queue, the worker thread, errors that
 // stick, and the public methods (execute.cc validates and runs each operation).
-#include "comm/communicator_impl.h"
+#include <algorithm>
 
 #include "comm/base/coarse_clock.h"
 #include "comm/base/log.h"
+#include "comm/communicator_impl.h"
 #include "comm/group.h"
 #include "comm/launch_env.h"
 #include "comm/unique_id.h"
@@ -204,9 +205,13 @@ void Communicator::Impl::HelpUntil(const Work::State* target) {
       if (target->done) return;
     }
     if (queue_.empty()) return;  // someone else runs it: sleep on the Work
-    // One op, no further than needed: the caller wants to go on. Another
-    // executor: sleep on the Work.
-    if (!RunFront(lock, 1)) return;
+    // The ops up to the target, no further (the caller wants to go on), at
+    // most a worker's batch per claim: one claim and one trip through q_mu_
+    // for a batch, not for every op. Another executor: sleep on the Work.
+    const size_t limit = std::min(queue_.size(), kWorkerBatch);
+    size_t upto = 0;
+    while (upto < limit && queue_.at(upto).state.get() != target) ++upto;
+    if (!RunFront(lock, upto < limit ? upto + 1 : limit)) return;
   }
 }
 

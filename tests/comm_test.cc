@@ -277,6 +277,31 @@ TEST(Comm, AsyncWorkCompletesInIssueOrder) {
   });
 }
 
+TEST(Comm, WaitingOnAnOpDeepInTheQueueRunsItAndEveryOpBeforeIt) {
+  // A waiter runs the queued ops itself, a batch at a time up to the op it
+  // waits for: here that op lies beyond the first batch (32 ops), and the
+  // ops after it are left for the worker or the next waiter.
+  RunRanks(2, [](Communicator& c) {
+    constexpr int kOps = 100, kTarget = 70;
+    std::vector<int32_t> in(kOps), out(kOps, -1);
+    std::vector<Work> works;
+    for (int k = 0; k < kOps; ++k) {
+      in[k] = k * (c.rank() + 1);
+      works.push_back(c.AllReduceAsync(&in[k], &out[k], 1, DataType::kInt32, RedOp::kSum));
+    }
+    ASSERT_TRUE(works[kTarget].Wait(Deadline::After(milliseconds(30000))).ok());
+    for (int k = 0; k <= kTarget; ++k) {
+      EXPECT_TRUE(works[k].Test()) << "op " << k;
+      EXPECT_EQ(out[k], 3 * k) << "op " << k;
+    }
+    ASSERT_TRUE(works.back().Wait(Deadline::After(milliseconds(30000))).ok());
+    for (int k = 0; k < kOps; ++k) {
+      EXPECT_TRUE(works[k].Wait().ok());
+      EXPECT_EQ(out[k], 3 * k) << "op " << k;
+    }
+  });
+}
+
 TEST(Comm, ABlockingCallBehindQueuedWorkRunsAfterIt) {
   // A blocking call runs on the caller's thread only when nothing is queued
   // or running; the worker may be taking the queued ops at that very moment

@@ -17,6 +17,7 @@ class RingQueue {
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
   T& front() { return slots_[head_]; }
+  T& at(size_t i) { return slots_[(head_ + i) % slots_.size()]; }  // i < size()
 
   void push_back(T&& v) {
     if (size_ == slots_.size()) Grow();
