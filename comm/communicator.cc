@@ -15,6 +15,7 @@ namespace loom {
 
 Status Work::Wait(Deadline deadline) const {
   if (state_ == nullptr) return InvalidUsage("Wait on an empty Work handle");
+  if (state_->done.load(std::memory_order_acquire)) return state_->status;
   Communicator::Impl* owner = nullptr;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
@@ -27,7 +28,7 @@ Status Work::Wait(Deadline deadline) const {
     owner->HelpUntil(state_.get());
   }
   std::unique_lock<std::mutex> lock(state_->mu);
-  if (!state_->cv.wait_until(lock, deadline.at(), [&] { return state_->done; })) {
+  if (!state_->cv.wait_until(lock, deadline.at(), [&] { return state_->done.load(); })) {
     return TimeoutError("operation still running at the caller's deadline");
   }
   return state_->status;
@@ -35,8 +36,7 @@ Status Work::Wait(Deadline deadline) const {
 
 bool Work::Test() const {
   if (state_ == nullptr) return true;
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->done;
+  return state_->done.load(std::memory_order_acquire);
 }
 
 namespace {
@@ -200,10 +200,7 @@ void Communicator::Impl::WorkerLoop() {
 void Communicator::Impl::HelpUntil(const Work::State* target) {
   std::unique_lock<std::mutex> lock(q_mu_);
   for (;;) {
-    {
-      std::lock_guard<std::mutex> done_lock(const_cast<Work::State*>(target)->mu);
-      if (target->done) return;
-    }
+    if (target->done.load(std::memory_order_acquire)) return;
     if (queue_.empty()) return;  // someone else runs it: sleep on the Work
     // The ops up to the target, no further (the caller wants to go on), at
     // most a worker's batch per claim: one claim and one trip through q_mu_

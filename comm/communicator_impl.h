@@ -34,7 +34,9 @@ namespace loom {
 struct Work::State {
   std::mutex mu;
   std::condition_variable cv;
-  bool done = false;
+  // Set once, with release order, after status (which never changes again):
+  // a reader that sees it true reads status without the lock.
+  std::atomic<bool> done{false};
   Status status;
   // The communicator that runs this op, so a waiter can run queued ops
   // itself (HelpUntil); null once the op can no longer be helped along.
@@ -43,7 +45,7 @@ struct Work::State {
   void Complete(Status s) {
     std::lock_guard<std::mutex> lock(mu);
     status = std::move(s);
-    done = true;
+    done.store(true, std::memory_order_release);
     owner = nullptr;  // a finished op never touches its communicator again
     cv.notify_all();
   }
