@@ -3,6 +3,7 @@
 // operations in order.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
