@@ -9,7 +9,11 @@
 #   apt-get install -y openmpi-bin libopenmpi-dev libgloo-dev
 # usage: perf/compare.sh [-r REPEAT] [-n NP] [-t shm|tcp] [-o ops] [-b MIN] [-e MAX] [-f F] [--split BYTES] [--gloo] [--rt] [--register] [--bind core|none] [--blocking] [--rewrite-inputs] [--out DIR]
 #   --rt: run loom and every anchor alike under chrt -f 1 (root), so that
-#         background load (builds, other jobs) cannot preempt either side
+#         background load (builds, other jobs) cannot preempt either side;
+#         the kernel still holds a real-time task that stays busy off its
+#         core for the rest of each second once it ran 0.95 s of it
+#         (sched_rt_runtime_us), which busy TCP ranks reach: one 40-50 ms
+#         stall a second on either side (docs/PERFORMANCE.md)
 #   --bind core: bind each rank of loom and of Open MPI to a core of its own
 #         (loom run --bind-to core, mpirun --bind-to core; default none, and
 #         Gloo's processes are never bound): unbound, two ranks sometimes
