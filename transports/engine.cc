@@ -340,6 +340,13 @@ Status Engine::SmallWait(OpKind kind, size_t bytes, uint8_t step, Deadline deadl
                             "; every rank must issue the same collectives with the same counts "
                             "in the same order");
       }
+      // The serial's line has arrived; ask for the data's other lines all
+      // at once, so their trips from the peer's core overlap instead of
+      // following one another as the caller's copy reaches each.
+      for (size_t at = kCacheLineBytes - offsetof(SmallSlot, data); at < bytes;
+           at += kCacheLineBytes) {
+        __builtin_prefetch(slot.data + at);
+      }
       small_views_[p] = slot.data;
       small_seen_[p] = k + 1;
       --missing;
