@@ -119,8 +119,9 @@ for ((r = 1; r <= REPEAT; r++)); do
   echo "== repeat $r/$REPEAT (load: $(cut -d' ' -f1-3 /proc/loadavg))"
   "${RT[@]}" "$OUT/anchors/memcpy_bw" -t 1 64M 256M > "$OUT/memcpy.r$r.txt" 2>&1 || true
   if [[ $TRANSPORT == shm && $NP == 2 && -x $BUILD/perf/ring_memory_bench ]]; then
-    # The ceiling: the memory traffic of the 2-rank ring all-reduce and of a
-    # one-copy all-gather alone, both cores at once (perf/ring_memory_bench.cc).
+    # The ceiling: the memory traffic of the 2-rank ring all-reduce and
+    # reduce-scatter and of a one-copy all-gather alone, both cores at once
+    # (perf/ring_memory_bench.cc).
     "${RT[@]}" "$BUILD/perf/ring_memory_bench" --reps 3 > "$OUT/ceiling.r$r.txt" 2>&1 || true
   fi
   if [[ $TRANSPORT == tcp && $NP == 2 && -x $BUILD/perf/tcp_exchange_bench ]]; then

@@ -2,7 +2,7 @@
 # perf/compare_report.py: medians over repeats, ratios loom over Open MPI,
 # wrong results left out, and the ceiling columns: shared memory's
 # (ring_memory_bench) only from 64 MiB and only for the collectives that have
-# a ceiling, the in-cache all-gather's at the sizes it timed (by buffer
+# a ceiling (the reduce-scatter's: the faster of its two patterns), the in-cache all-gather's at the sizes it timed (by buffer
 # kind), its 8-byte exchange for the latency rows, and TCP's plain exchange
 # (tcp_exchange_bench) of the bytes each collective moves.
 set -u
@@ -36,9 +36,16 @@ ring out of place                  7.00      58%
 ring in place                      9.00      75%
 all-gather, one copy              $((10 + r)).00      90%
 all-gather, through a FIFO        10.00      83%
+reduce-scatter out of place        8.00      67%
+reduce-scatter out of place, streamed 10.00   83%
 # pattern                            us
 8 B exchange                      0.250 us
 EOT
+  # Reduce-scatter, 128 MiB: Open MPI 1 GB/s busbw, loom 2.5.
+  echo "  reduce_scatter    134217728    16777216 float    67108.0     2.000     1.000       0" \
+    >"$tmp/mpi.reduce_scatter.r$r.txt"
+  echo "   134217728      16777216     float     sum      -1    26843    5.00    2.50      0    26843    5.00    2.50      0" \
+    >"$tmp/loom.reduce_scatter.r$r.txt"
   # The latency rows: loom 0.50 us non-blocking, 0.25 back to back; MPI 0.60.
   echo "  allreduce                 8           2 float        0.60     0.013     0.013       0" \
     >"$tmp/mpi.allreduce_lat.r$r.txt"
@@ -67,6 +74,13 @@ read -r -a f128 <<<"$row128"
 [ "${f128[10]}" = 50% ] || fail "128 MiB %ceil ${f128[10]}, expected 50%"
 [ "${f128[11]}" = 3.00 ] || fail "128 MiB ceil/MPI ${f128[11]}, expected 3.00"
 tr -d '\r' <"$tmp/report.csv" | grep -q '^allgather,134217728,.*,50.0,3.0$' || fail "CSV ceiling columns: $(grep 134217728 "$tmp/report.csv")"
+# The reduce-scatter's ceiling: the faster of its two patterns (10 GB/s
+# algbw), halved: 5 GB/s busbw; loom's 2.5 is 50 %, and 5 / 1 = 5.00x MPI.
+grep -q "ceiling, reduce-scatter out of place, streamed: 5.00 GB/s busbw" "$tmp/report.txt" ||
+  fail "reduce-scatter ceiling line"
+rs=$(grep -E '^  reduce_scatter +134217728 ' "$tmp/report.txt") || fail "no reduce-scatter row"
+read -r -a frs <<<"$rs"
+[ "${frs[10]} ${frs[11]}" = "50% 5.00" ] || fail "reduce-scatter %ceil, ceil/MPI ${frs[10]} ${frs[11]}, expected 50% 5.00"
 # The latency rows against the 8 B exchange (0.25 us): loom's speed as a
 # share of it, and how far it is below Open MPI's 0.60 us.
 lat=$(grep -E '^  allreduce_lat +8 ' "$tmp/report.txt") || fail "no latency row"

@@ -50,6 +50,14 @@
 // The least of the last three bounds any all-gather of plain malloc'd
 // buffers; the first, one of shareable buffers.
 //
+// "reduce-scatter out of place" is the same for loom's 2-rank ring
+// reduce-scatter of `bytes` (each rank's input; its output is the half it
+// owns): per 1 MiB step, the peer's half of the input goes into the FIFO and
+// the own half is reduced with the FIFO's contents into out, through the
+// cache or ("streamed") with streaming stores, as loom lands a final
+// reduction of at least transports/streaming.h's size. GB/s is the input's
+// bytes over the time, the reduce-scatter's algbw (busbw: half of it).
+//
 // "8 B exchange" is the least a 2-rank 8-byte all-reduce over shared memory
 // can take: each thread writes its value and a serial into its own cache
 // line (one of two, as loom's small-collective slots alternate), waits for
@@ -104,7 +112,9 @@ enum class Pattern {
   kOutOfPlaceStreamed,
   kInPlace,
   kAllGather,
-  kAllGatherFifo
+  kAllGatherFifo,
+  kReduceScatter,
+  kReduceScatterStreamed
 };
 
 constexpr size_t kPiece = size_t{2} << 20;
@@ -131,6 +141,20 @@ void RunRank(Rank& r, const Rank& peer, size_t bytes, Pattern p) {
       std::memcpy(r.fifo_out.get(), in + base / 2, kHalf);
       std::memcpy(out + base / 2, in + base / 2, kHalf);
       std::memcpy(out + bytes / 2 + base / 2, r.fifo_in.get(), kHalf);
+    }
+    return;
+  }
+  if (p == Pattern::kReduceScatter || p == Pattern::kReduceScatterStreamed) {
+    const size_t half = bytes / 2;  // rank 0's view: it owns the first half
+    for (size_t off = 0; off + kHalf <= half; off += kHalf) {
+      std::memcpy(r.fifo_out.get(), in + half + off, kHalf);
+      if (p == Pattern::kReduceScatterStreamed) {
+        loom::StreamingReduce(loom::ReduceInto, out + off, in + off, r.fifo_in.get(),
+                              kHalf / sizeof(float), loom::DataType::kFloat32, loom::RedOp::kSum);
+      } else {
+        loom::ReduceInto(out + off, in + off, r.fifo_in.get(), kHalf / sizeof(float),
+                         loom::DataType::kFloat32, loom::RedOp::kSum);
+      }
     }
     return;
   }
@@ -406,14 +430,16 @@ int main(int argc, char** argv) {
       {"ring in place", Pattern::kInPlace, threads},
       {"all-gather, one copy", Pattern::kAllGather, threads},
       {"all-gather, through a FIFO", Pattern::kAllGatherFifo, threads},
+      {"reduce-scatter out of place", Pattern::kReduceScatter, threads},
+      {"reduce-scatter out of place, streamed", Pattern::kReduceScatterStreamed, threads},
   };
   std::printf("# %zu bytes, %d threads (ranks) at once, median of %d\n", bytes, threads, reps);
-  std::printf("%-30s %8s %8s\n", "# pattern", "GB/s", "%memcpy");
+  std::printf("%-38s %8s %8s\n", "# pattern", "GB/s", "%memcpy");
   double memcpy_rate = 0;
   for (const Row& row : rows) {
     const double rate = Measure(ranks, row.threads, bytes, row.pattern, reps);
     if (memcpy_rate == 0) memcpy_rate = rate;
-    std::printf("%-30s %8.2f %7.0f%%\n", row.name, rate, 100 * rate / memcpy_rate);
+    std::printf("%-38s %8.2f %7.0f%%\n", row.name, rate, 100 * rate / memcpy_rate);
   }
   std::printf("%-30s %8s\n", "# pattern", "us");
   std::printf("%-30s %8.3f us\n", "8 B exchange", MeasureExchange(reps, rounds));
