@@ -48,7 +48,7 @@ inline constexpr size_t kSmallSlotBytes = 1024;
 // so a line written by one rank next to one written by another moves
 // between the cores as if they shared it.
 inline constexpr size_t kLinePairBytes = 128;
-inline constexpr size_t kCacheLineBytes = 64;
+inline constexpr size_t kCacheLineBytes = 64;  // x86's line, the unit a prefetch fetches
 
 // Aligned to a line pair: slot k % 2 starts a pair of its own, away from the
 // other slot, which the peers may still read, and from whatever precedes it
