@@ -2,9 +2,10 @@
 # perf/compare_report.py: medians over repeats, ratios loom over Open MPI,
 # wrong results left out, and the ceiling columns: shared memory's
 # (ring_memory_bench) only from 64 MiB and only for the collectives that have
-# a ceiling (the reduce-scatter's: the faster of its two patterns), the in-cache all-gather's at the sizes it timed (by buffer
-# kind), its 8-byte exchange for the latency rows, and TCP's plain exchange
-# (tcp_exchange_bench) of the bytes each collective moves.
+# a ceiling (the reduce-scatter's: the faster of its two patterns), the
+# in-cache all-gather's at the sizes it timed (by buffer kind), its 8-byte
+# exchange for the latency rows, and TCP's plain exchange (tcp_exchange_bench)
+# of the bytes each collective moves.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
