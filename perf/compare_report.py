@@ -19,9 +19,8 @@ the largest loom/MPI ratio any implementation could reach there.
   all-gather; the ring reduce-scatter out of place, the faster of its two
   ways of landing the result); for the all-gather at the sizes the bench
   timed in cache (its "all-gather in cache" rows), the least time of the
-  copies any
-  implementation must make there: for plain buffers the fastest of a
-  process_vm_readv and a FIFO's copies, for shareable ones (compare.sh
+  copies any implementation must make there: for plain buffers the fastest
+  of a process_vm_readv and a FIFO's copies, for shareable ones (compare.sh
   --register, the file "buffers" says "shareable") plain loads of the
   peer's input; and for the 8 B rows the 8-byte exchange of a cache line
   between the two cores.
