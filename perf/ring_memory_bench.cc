@@ -52,11 +52,12 @@
 //
 // "reduce-scatter out of place" is the same for loom's 2-rank ring
 // reduce-scatter of `bytes` (each rank's input; its output is the half it
-// owns): per 1 MiB step, the peer's half of the input goes into the FIFO and
-// the own half is reduced with the FIFO's contents into out, through the
-// cache or ("streamed") with streaming stores, as loom lands a final
-// reduction of at least transports/streaming.h's size. GB/s is the input's
-// bytes over the time, the reduce-scatter's algbw (busbw: half of it).
+// owns): the first two lines above, per 1 MiB of output, the reduction
+// landing through the cache or ("streamed") with streaming stores, as loom
+// lands a final reduction of at least transports/streaming.h's size. (Its
+// halves are the pieces' halves here, not the buffer's: the same bytes read
+// and written.) GB/s is the input's bytes over the time, the
+// reduce-scatter's algbw (busbw: half of it).
 //
 // "8 B exchange" is the least a 2-rank 8-byte all-reduce over shared memory
 // can take: each thread writes its value and a serial into its own cache
@@ -144,24 +145,17 @@ void RunRank(Rank& r, const Rank& peer, size_t bytes, Pattern p) {
     }
     return;
   }
-  if (p == Pattern::kReduceScatter || p == Pattern::kReduceScatterStreamed) {
-    const size_t half = bytes / 2;  // rank 0's view: it owns the first half
-    for (size_t off = 0; off + kHalf <= half; off += kHalf) {
-      std::memcpy(r.fifo_out.get(), in + half + off, kHalf);
-      if (p == Pattern::kReduceScatterStreamed) {
-        loom::StreamingReduce(loom::ReduceInto, out + off, in + off, r.fifo_in.get(),
-                              kHalf / sizeof(float), loom::DataType::kFloat32, loom::RedOp::kSum);
-      } else {
-        loom::ReduceInto(out + off, in + off, r.fifo_in.get(), kHalf / sizeof(float),
-                         loom::DataType::kFloat32, loom::RedOp::kSum);
-      }
-    }
-    return;
-  }
+  const bool reduce_scatter = p == Pattern::kReduceScatter || p == Pattern::kReduceScatterStreamed;
   for (size_t base = 0; base + kPiece <= bytes; base += kPiece) {
     std::memcpy(r.fifo_out.get(), in + base + kHalf, kHalf);
-    loom::ReduceInto(out + base, in + base, r.fifo_in.get(), kHalf / sizeof(float),
-                     loom::DataType::kFloat32, loom::RedOp::kSum);
+    if (p == Pattern::kReduceScatterStreamed) {
+      loom::StreamingReduce(loom::ReduceInto, out + base, in + base, r.fifo_in.get(),
+                            kHalf / sizeof(float), loom::DataType::kFloat32, loom::RedOp::kSum);
+    } else {
+      loom::ReduceInto(out + base, in + base, r.fifo_in.get(), kHalf / sizeof(float),
+                       loom::DataType::kFloat32, loom::RedOp::kSum);
+    }
+    if (reduce_scatter) continue;  // its whole traffic: the ring's first two lines
     std::memcpy(r.fifo_out.get(), out + base, kHalf);
     if (p == Pattern::kOutOfPlaceStreamed) {
       loom::StreamingCopy(out + base + kHalf, r.fifo_in.get(), kHalf);
