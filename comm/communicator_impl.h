@@ -116,6 +116,7 @@ class Communicator::Impl {
   // worker once done).
   bool RunFront(std::unique_lock<std::mutex>& lock, size_t max_ops);
   static constexpr size_t kWorkerBatch = 32;  // ops the worker takes per visit to the queue
+  static constexpr size_t kQueueSlots = 256;  // ops queued before the queue grows (setup.cc)
   Status Execute(std::span<const CollArgs> items);
   Status RunOne(const CollArgs& a, Deadline deadline);
   struct CachedChoice {

@@ -46,5 +46,25 @@ TEST(RingQueue, PopReleasesTheElement) {
   EXPECT_EQ(p.use_count(), 1);
 }
 
+TEST(RingQueue, ReserveMakesRoomOnceAndKeepsOrder) {
+  RingQueue<int> q;
+  q.Reserve(100);
+  EXPECT_EQ(q.capacity(), 100u);
+  for (int i = 0; i < 100; ++i) q.push_back(int{i});
+  EXPECT_EQ(q.capacity(), 100u);  // filled without growing
+  // Wrapped around its end, then given more room: still in order.
+  for (int i = 0; i < 60; ++i) q.pop_front();
+  for (int i = 100; i < 150; ++i) q.push_back(int{i});
+  q.Reserve(50);  // less than it has: nothing changes
+  EXPECT_EQ(q.capacity(), 100u);
+  q.Reserve(300);
+  EXPECT_EQ(q.capacity(), 300u);
+  for (int want = 60; want < 150; ++want) {
+    ASSERT_EQ(q.front(), want);
+    q.pop_front();
+  }
+  EXPECT_TRUE(q.empty());
+}
+
 }  // namespace
 }  // namespace loom
