@@ -1,6 +1,7 @@
 #!/bin/bash
 # Runs loom and the anchors (Open MPI, Gloo) alternately on this machine and
-# prints busbw ratios with medians over repeats, plus the memcpy limit
+# prints busbw ratios with medians over repeats (loom/MPI: of the medians;
+# paired: the median of each repeat's own ratio), plus the memcpy limit
 # measured in the same run and, with 2 ranks, a ceiling: for shared memory
 # what the memory traffic alone allows and an 8-byte exchange of a cache
 # line (perf/ring_memory_bench), for TCP a plain exchange over loopback of

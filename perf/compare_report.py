@@ -4,7 +4,11 @@
 Anchor tables: '# op size count type time(us) algbw busbw #wrong'.
 loom perf tables: nccl-tests columns; the out-of-place time and busbw are used.
 Ratios are loom over the anchor (> 1: loom is faster): of busbw, or of time
-below 1 KiB. Gloo's column is its best all-reduce algorithm at each size.
+below 1 KiB. loom/MPI is the ratio of the two medians; paired is the median
+of each repeat's own ratio, loom against the Open MPI sweep run just before
+it: the machine changes speed between repeats (both sides alike), so one
+slow repeat on one side moves the first but not the second. Gloo's column
+is its best all-reduce algorithm at each size.
 The allreduce_lat row is the 8 B latency pass (10000 iterations); in
 allreduce_lat_b2b loom makes the same calls blocking and back to back
 (--back-to-back 1), as the anchors do, against the same anchor figures.
@@ -183,19 +187,34 @@ def ceiling_for(op, size, ceil, link, cached_us=None, link_copy=None):
     return ("busbw", max(known))
 
 
-def collect(out, impl):
-    data = {}  # (op, size) -> list of (time, busbw)
+def collect_repeats(out, impl):
+    """(op, size) -> {repeat: (time, busbw)}, right results only."""
+    data = {}
     for path in sorted(glob.glob(os.path.join(out, f"{impl}.*.r*.txt"))):
-        op = os.path.basename(path).split(".")[1]
+        _, op, repeat = os.path.basename(path).split(".")[:3]
         rows = read_loom(path, op) if impl == "loom" else read_anchor(path)
         if op.endswith("_lat"):  # compare.sh's latency pass: its own row
             rows = {(op, size): v for (_, size), v in rows.items()}
         for key, (t, bw, wrong) in rows.items():
             if wrong:
                 continue  # a wrong result is not a measurement
-            data.setdefault((key[0], key[1]), []).append((t, bw))
-    return {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v), len(v))
-            for k, v in data.items()}
+            data.setdefault((key[0], key[1]), {})[repeat] = (t, bw)
+    return data
+
+
+def collect(out, impl):
+    """(op, size) -> (median time, median busbw, repeats)."""
+    return {k: (statistics.median(t for t, _ in v.values()), statistics.median(b for _, b in v.values()),
+                len(v))
+            for k, v in collect_repeats(out, impl).items()}
+
+
+def paired(size, loom_runs, anchor_runs):
+    """The median over repeats of loom's ratio to the anchor in the same
+    repeat (nan where no repeat has both)."""
+    ratios = [speedup(size, *loom_runs[r], *anchor_runs[r]) for r in loom_runs if r in anchor_runs]
+    ratios = [x for x in ratios if x == x]
+    return statistics.median(ratios) if ratios else float("nan")
 
 
 def speedup(size, loom_t, loom_bw, anchor_t, anchor_bw):
@@ -218,6 +237,7 @@ def gloo_best(gloo, size):
 def main():
     out = sys.argv[1]
     loom, mpi, gloo = collect(out, "loom"), collect(out, "mpi"), collect(out, "gloo")
+    loom_runs, mpi_runs = collect_repeats(out, "loom"), collect_repeats(out, "mpi")
     mc = memcpy_gbs(out)
     ceil, link, link_copy = ceilings(out), link_times(out), link_times(out, with_copy=True)
     cached, shareable = cached_ceilings(out), shareable_buffers(out)
@@ -243,19 +263,20 @@ def main():
         sizes = ", ".join(f"{b} B {t:.2f} us" for b, t in sorted(link_copy.items()) if b == 1 << 20)
         print(f"# ceiling, the same exchange plus a copy of the sent bytes (all-gather rows): {sizes}")
     print(f"# {'op':<15}{'size':>11}{'loom us':>11}{'MPI us':>11}{'loom GB/s':>11}{'MPI GB/s':>10}"
-          f"{'loom/MPI':>10}{'Gloo GB/s':>11}{'loom/Gloo':>10}{'%memcpy':>9}{'%ceil':>7}{'ceil/MPI':>9}"
+          f"{'loom/MPI':>10}{'paired':>8}{'Gloo GB/s':>11}{'loom/Gloo':>10}{'%memcpy':>9}{'%ceil':>7}{'ceil/MPI':>9}"
           f"  Gloo best")
     with open(os.path.join(out, "report.csv"), "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["op", "bytes", "loom_us", "mpi_us", "loom_busbw", "mpi_busbw", "ratio_busbw",
                     "gloo_us", "gloo_busbw", "gloo_algo", "pct_memcpy", "samples", "pct_ceiling",
-                    "ceiling_over_mpi"])
+                    "ceiling_over_mpi", "ratio_paired"])
         for key in sorted(loom, key=lambda k: (k[0], k[1])):
             lt, lb, n = loom[key]
             akey = ("allreduce_lat", key[1]) if key[0] == "allreduce_lat_b2b" else key
             mt, mb, _ = mpi.get(akey, (float("nan"), float("nan"), 0))
             galgo, gt, gb = gloo_best(gloo, key[1]) if key[0] == "allreduce" else ("", float("nan"), float("nan"))
             ratio, gratio = speedup(key[1], lt, lb, mt, mb), speedup(key[1], lt, lb, gt, gb)
+            pratio = paired(key[1], loom_runs[key], mpi_runs.get(akey, {}))
             pct = 100 * lb / mc if mc else float("nan")
             pct_ceil = ceil_mpi = float("nan")
             c = ceiling_for(key[0], key[1], ceil, link, cached_ceiling(cached, key[1], shareable),
@@ -268,8 +289,8 @@ def main():
                 ceil_mpi = c[1] / mb if mb == mb and mb > 0 else float("nan")
             cols = f"{pct_ceil:>6.0f}%{ceil_mpi:>9.2f}" if c else f"{'':>7}{'':>9}"
             print(f"  {key[0]:<15}{key[1]:>11}{lt:>11.2f}{mt:>11.2f}{lb:>11.3f}{mb:>10.3f}{ratio:>10.2f}"
-                  f"{gb:>11.3f}{gratio:>10.2f}{pct:>8.0f}%{cols}  {galgo}")
-            w.writerow([key[0], key[1], lt, mt, lb, mb, ratio, gt, gb, galgo, pct, n, pct_ceil, ceil_mpi])
+                  f"{pratio:>8.2f}{gb:>11.3f}{gratio:>10.2f}{pct:>8.0f}%{cols}  {galgo}")
+            w.writerow([key[0], key[1], lt, mt, lb, mb, ratio, gt, gb, galgo, pct, n, pct_ceil, ceil_mpi, pratio])
 
 
 if __name__ == "__main__":
