@@ -8,7 +8,7 @@
 # the bytes each collective moves (perf/tcp_exchange_bench).
 # Needs the anchor packages:
 #   apt-get install -y openmpi-bin libopenmpi-dev libgloo-dev
-# usage: perf/compare.sh [-r REPEAT] [-n NP] [-t shm|tcp] [-o ops] [-b MIN] [-e MAX] [-f F] [--split BYTES] [--gloo] [--rt] [--register] [--bind core|none] [--blocking] [--rewrite-inputs] [--out DIR]
+# usage: perf/compare.sh [-r REPEAT] [-n NP] [-t shm|tcp] [-o ops] [-b MIN] [-e MAX] [-f F] [--split BYTES] [--gloo] [--rt] [--register] [--bind core|none] [--blocking] [--rewrite-inputs] [--mpi-heap] [--out DIR]
 #   --rt: run loom and every anchor alike under chrt -f 1 (root), so that
 #         background load (builds, other jobs) cannot preempt either side;
 #         the kernel still holds a real-time task that stays busy off its
@@ -29,6 +29,13 @@
 #         step writes the gradients it reduces: peers that read the input
 #         directly then meet freshly written memory. Implies --blocking; not
 #         with --gloo
+#   --mpi-heap: Open MPI's processes keep large allocations on the heap
+#         (GLIBC_TUNABLES=glibc.malloc.mmap_max=0, a trim threshold of
+#         4 GiB): by default glibc maps every allocation of 32 MiB or more
+#         afresh, so Open MPI's per-call temporary buffers first-touch new
+#         pages on every call from there (12-15 us a page on the
+#         development VM), its cliff at 32 MiB; this times its algorithms
+#         without it
 #   --register: loom's buffers in shareable memory (loom perf -R 1); the
 #         anchors keep plain malloc'd buffers (they have no equivalent here)
 #   --split BYTES: sizes below it run in a sweep of their own, with buffers
@@ -42,7 +49,7 @@ root=$(cd "$here/.." && pwd)
 ANCHORS=${ANCHORS:-$root/perf/anchors}  # builds shared/anchors' MPI harness + our Gloo fix
 BUILD=${BUILD:-$root/build}
 REPEAT=3 NP=2 TRANSPORT=shm OPS=allreduce,reduce_scatter,allgather MINB=8 MAXB=256M FACTOR=8
-GLOO=0 OUT="" RT=() LOOM_REG=() SPLIT=8M BIND=none LOOM_CALLS=() LOOM_REWRITE=() MPI_BIN=mpi_coll_perf
+MPI_HEAP=0 GLOO=0 OUT="" RT=() LOOM_REG=() SPLIT=8M BIND=none LOOM_CALLS=() LOOM_REWRITE=() MPI_BIN=mpi_coll_perf
 GLOO_ALGOS=allreduce,allreduce_ring,allreduce_ring_chunked,allreduce_hd,allreduce_bcube
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -54,8 +61,9 @@ while [[ $# -gt 0 ]]; do
     --register) LOOM_REG=(-R 1); shift ;;
     --bind) BIND=$2; shift 2 ;;
     --blocking) LOOM_CALLS=(--back-to-back 1); shift ;;
+    --mpi-heap) MPI_HEAP=1; shift ;;
     --rewrite-inputs) LOOM_CALLS=(--back-to-back 1); LOOM_REWRITE=(--rewrite-inputs 1); MPI_BIN=mpi_coll_perf_rewrite; shift ;;
-    -h|--help) sed -n 2,33p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,45p "$0"; exit 0 ;;
     *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -80,6 +88,9 @@ if [[ $BIND == core ]] && ((NP > $(nproc))); then
   echo "compare.sh: --bind core needs a core per rank: $NP ranks, $(nproc) CPUs here" >&2; exit 2
 fi
 mpi_args=(--allow-run-as-root --oversubscribe --bind-to "$BIND" -np "$NP" --mca pml ob1)
+if ((MPI_HEAP)); then
+  mpi_args+=(-x GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4294967295)
+fi
 if [[ $TRANSPORT == shm ]]; then
   mpi_args+=(--mca btl self,vader)
   loom_env=()
@@ -167,6 +178,6 @@ for ((r = 1; r <= REPEAT; r++)); do
   done
 done
 python3 "$here/compare_report.py" "$OUT" | tee "$OUT/report.txt"
-python3 "$here/plot.py" "$OUT" --title "$TRANSPORT, $NP ranks$([[ ${#LOOM_REG[@]} -gt 0 ]] && echo ', loom -R 1')$([[ $BIND == core ]] && echo ', bound')$([[ ${#LOOM_CALLS[@]} -gt 0 ]] && echo ', loom blocking')$([[ ${#LOOM_REWRITE[@]} -gt 0 ]] && echo ', inputs rewritten')" >/dev/null ||
+python3 "$here/plot.py" "$OUT" --title "$TRANSPORT, $NP ranks$([[ ${#LOOM_REG[@]} -gt 0 ]] && echo ', loom -R 1')$([[ $BIND == core ]] && echo ', bound')$([[ ${#LOOM_CALLS[@]} -gt 0 ]] && echo ', loom blocking')$([[ ${#LOOM_REWRITE[@]} -gt 0 ]] && echo ', inputs rewritten')$( ((MPI_HEAP)) && echo ', MPI on the heap')" >/dev/null ||
   echo "compare.sh: no plot (perf/plot.py failed)" >&2
 echo "raw tables, report.csv and plot.svg (busbw vs size) in $OUT"
