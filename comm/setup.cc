@@ -590,7 +590,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   // The queue and the executor's batch get their room now, so the first
   // burst of non-blocking calls deeper than any before first-touches no
   // pages: 17-20 calls in flight took 2.2-3.3 us each the first time
-  // against 0.6 after (8 B, docs/PERFORMANCE.md).
+  // against 0.6 after (8 B, docs/performance-log.md).
   impl->queue_.Reserve(kQueueSlots);
   impl->running_.resize(kWorkerBatch);  // constructed, so its pages are touched too
   impl->running_.clear();
