@@ -14,28 +14,38 @@ namespace loom {
 
 Status Work::Wait(Deadline deadline) const {
   if (state_ == nullptr) return InvalidUsage("Wait on an empty Work handle");
-  if (state_->done.load(std::memory_order_acquire)) return state_->status;
-  Communicator::Impl* owner = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    if (state_->done) return state_->status;
-    owner = state_->owner;  // alive: a pending op keeps its communicator (contract)
-  }
+  State& st = *state_;
+  if (st.done.load(std::memory_order_acquire) != 0) return st.status;
   // Running an op here can take up to the op's own timeout: only a caller
   // prepared to wait that long helps; an earlier deadline just sleeps.
+  Communicator::Impl* owner = st.owner;
   if (owner != nullptr && (deadline.never() || deadline.at() >= Deadline::After(owner->timeout).at())) {
     owner->HelpUntil(state_.get());
   }
-  std::unique_lock<std::mutex> lock(state_->mu);
-  if (!state_->cv.wait_until(lock, deadline.at(), [&] { return state_->done.load(); })) {
-    return TimeoutError("operation still running at the caller's deadline");
+  st.sleepers.fetch_add(1, std::memory_order_seq_cst);
+  while (st.done.load(std::memory_order_seq_cst) == 0) {
+    timespec ts{};
+    const timespec* timeout = nullptr;
+    if (!deadline.never()) {
+      const auto left = deadline.at() - std::chrono::steady_clock::now();
+      if (left <= std::chrono::steady_clock::duration::zero()) {
+        st.sleepers.fetch_sub(1, std::memory_order_relaxed);
+        return TimeoutError("operation still running at the caller's deadline");
+      }
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+      ts = timespec{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+      timeout = &ts;
+    }
+    // Returns at once if done is no longer 0; wakes spuriously at times.
+    Futex(&st.done, FUTEX_WAIT_PRIVATE, 0, timeout);
   }
-  return state_->status;
+  st.sleepers.fetch_sub(1, std::memory_order_relaxed);
+  return st.status;
 }
 
 bool Work::Test() const {
   if (state_ == nullptr) return true;
-  return state_->done.load(std::memory_order_acquire);
+  return state_->done.load(std::memory_order_acquire) != 0;
 }
 
 namespace {
@@ -199,7 +209,7 @@ void Communicator::Impl::WorkerLoop() {
 void Communicator::Impl::HelpUntil(const Work::State* target) {
   std::unique_lock<std::mutex> lock(q_mu_);
   for (;;) {
-    if (target->done.load(std::memory_order_acquire)) return;
+    if (target->done.load(std::memory_order_acquire) != 0) return;
     if (queue_.empty()) return;  // someone else runs it: sleep on the Work
     // The ops up to the target, no further (the caller wants to go on), at
     // most a worker's batch per claim: one claim and one trip through q_mu_

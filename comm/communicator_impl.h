@@ -18,6 +18,7 @@
 #include "collectives/algos/algorithms.h"
 #include "collectives/algos/hierarchical.h"
 #include "collectives/select/selector.h"
+#include "comm/base/futex.h"
 #include "comm/base/ring_queue.h"
 #include "comm/bootstrap/store_client.h"
 #include "comm/device_ipc.h"
@@ -33,22 +34,28 @@
 namespace loom {
 
 struct Work::State {
-  std::mutex mu;
-  std::condition_variable cv;
-  // Set once, with release order, after status (which never changes again):
-  // a reader that sees it true reads status without the lock.
-  std::atomic<bool> done{false};
+  // 0 until the operation completed, then 1, stored after status (which
+  // never changes again) with release order: a reader that sees 1 reads
+  // status without a lock. Waiters sleep on it (a futex word); Complete
+  // wakes them only when `sleepers` says there are any, so a completion
+  // nobody sleeps on costs two atomic operations.
+  std::atomic<uint32_t> done{0};
+  std::atomic<uint32_t> sleepers{0};
   Status status;
   // The communicator that runs this op, so a waiter can run queued ops
-  // itself (HelpUntil); null once the op can no longer be helped along.
+  // itself (HelpUntil); null for an op completed at issue. Set before the
+  // State is shared and never changed: a waiter reads it only while the op
+  // is pending, when the communicator is alive (contract).
   Communicator::Impl* owner = nullptr;
 
   void Complete(Status s) {
-    std::lock_guard<std::mutex> lock(mu);
     status = std::move(s);
-    done.store(true, std::memory_order_release);
-    owner = nullptr;  // a finished op never touches its communicator again
-    cv.notify_all();
+    // Sequentially consistent, as the waiter's sleepers increment and its
+    // re-check of done: either it sees 1, or this sees it sleeping.
+    done.store(1, std::memory_order_seq_cst);
+    if (sleepers.load(std::memory_order_seq_cst) != 0) {
+      Futex(&done, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr);
+    }
   }
 };
 

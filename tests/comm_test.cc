@@ -343,6 +343,26 @@ TEST(Comm, WaitWithAnEarlyDeadlineTimesOutButTheOpGoesOn) {
   });
 }
 
+// Threads asleep on one Work (its completion state's futex) are all woken
+// when the op completes, and all read its status.
+TEST(Comm, EveryThreadWaitingOnOneWorkWakesWhenItCompletes) {
+  RunRanks(2, [](Communicator& c) {
+    int32_t v = 1, out = 0;
+    if (c.rank() == 1) std::this_thread::sleep_for(milliseconds(300));
+    Work w = c.AllReduceAsync(&v, &out, 1, DataType::kInt32, RedOp::kSum);
+    std::vector<std::thread> waiters;
+    std::atomic<int> ok{0};
+    for (int t = 0; t < 4; ++t) {
+      // One may run the op (HelpUntil); the others sleep until it is done,
+      // the peer joining 300 ms late.
+      waiters.emplace_back([&] { ok += w.Wait().ok() ? 1 : 0; });
+    }
+    for (std::thread& t : waiters) t.join();
+    EXPECT_EQ(ok.load(), 4);
+    EXPECT_EQ(out, 2);
+  });
+}
+
 TEST(Comm, AbortFromAnotherThreadEndsAPendingCollective) {
   RunRanks(2, [](Communicator& c) {
     if (c.rank() == 1) {

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "comm/base/futex.h"
 #include "comm/base/log.h"
 #include "transports/copy.h"
 #include "transports/streaming.h"
@@ -21,10 +22,6 @@
 namespace loom {
 
 namespace {
-
-long Futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts) {
-  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0);
-}
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
