@@ -54,6 +54,9 @@ class Bench {
   struct Call;
   Call MakeCall(Collective c, const Geometry& g, DataType type, PerfOp op, bool in_place,
                 int iter) const;
+  // How many places in the buffers successive iterations walk through (1:
+  // every iteration makes the same call).
+  size_t BufferSteps(const Geometry& g, DataType type) const;
   // Issues one call; non-blocking forms append their Work to pending_.
   Status Issue(const Call& call);
   Status CompleteAll();

@@ -62,6 +62,12 @@ TEST_F(PerfMainTest, BlockingAndAggregatedModesPass) {
                  "--warmup-per-size", "1"}),
             0);
   EXPECT_EQ(Run({"reduce_scatter", "-b", "1K", "-e", "1K", "-a", "0", "-d", "half"}), 0);
+  // --fixed-buffers makes every timed call the same one (made once).
+  EXPECT_EQ(Run({"all_reduce", "-b", "8", "-e", "64K", "-f", "32", "-n", "3", "--fixed-buffers",
+                 "--back-to-back", "1"}),
+            0);
+  EXPECT_EQ(Run({"all_gather", "-b", "1K", "-e", "1K", "-n", "3", "-m", "2", "--fixed-buffers"}),
+            0);
 }
 
 TEST_F(PerfMainTest, CorruptionMakesTheCheckFail) {
