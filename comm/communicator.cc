@@ -1,9 +1,9 @@
 // Communicator: the ordered operation queue, the worker thread, errors that
 // stick, and the public methods (execute.cc validates and runs each operation).
-#include "comm/communicator_impl.h"
-
 #include "comm/base/coarse_clock.h"
 #include "comm/base/log.h"
+#include "comm/base/recycling_allocator.h"
+#include "comm/communicator_impl.h"
 #include "comm/group.h"
 #include "comm/launch_env.h"
 #include "comm/unique_id.h"
@@ -49,10 +49,15 @@ bool Work::Test() const {
 }
 
 namespace {
+// Every non-blocking call makes one; the allocator keeps freed ones for reuse.
+std::shared_ptr<Work::State> NewState() {
+  return std::allocate_shared<Work::State>(RecyclingAllocator<Work::State>());
+}
+
 Work DoneWork(Status s) {
-  auto st = std::make_shared<Work::State>();
+  auto st = NewState();
   st->Complete(std::move(s));
-  return Work(st);
+  return Work(std::move(st));
 }
 }  // namespace
 
@@ -111,13 +116,13 @@ Work Communicator::Impl::Submit(std::vector<CollArgs> items, std::shared_ptr<Sta
 }
 
 Work Communicator::Impl::Enqueue(Op op) {
-  auto state = std::make_shared<Work::State>();
-  state->owner = this;
-  op.state = state;
+  op.state = NewState();
+  op.state->owner = this;
+  Work work(op.state);  // the one reference count taken here
   std::unique_lock<std::mutex> lock(q_mu_);
   if (finalized_.load()) {
-    state->Complete(InvalidUsage("operation issued after Finalize"));
-    return Work(state);
+    op.state->Complete(InvalidUsage("operation issued after Finalize"));
+    return work;
   }
   queue_.push_back(std::move(op));
   // Stored before NotifyAndUnlock reads executing_ (both sequentially
@@ -127,7 +132,7 @@ Work Communicator::Impl::Enqueue(Op op) {
   queued_.store(queue_.size());
   ++issued_;
   NotifyAndUnlock(lock);
-  return Work(state);
+  return work;
 }
 
 // Runs up to `max_ops` ops from the front of the queue on the calling thread,
