@@ -1,9 +1,10 @@
 // Communicator: the ordered operation queue, the worker thread, errors that
 // stick, and the public methods (execute.cc validates and runs each operation).
+#include "comm/communicator_impl.h"
+
 #include "comm/base/coarse_clock.h"
 #include "comm/base/log.h"
 #include "comm/base/recycling_allocator.h"
-#include "comm/communicator_impl.h"
 #include "comm/group.h"
 #include "comm/launch_env.h"
 #include "comm/unique_id.h"
