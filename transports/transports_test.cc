@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <map>
@@ -656,6 +657,38 @@ TEST_F(TcpLanes, ALargerMessageTakesItsDirectionsBulkSocket) {
   EXPECT_GT(Queued(bulk0[1]), 0);
   EXPECT_EQ(Queued(small[1]), 0);
   EXPECT_EQ(Queued(bulk1[1]), 0);
+}
+
+// On the wire a bulk message's payload follows a header padded to a cache
+// line, so it keeps its buffer's alignment in the kernel's socket pages (a
+// 16-byte header made the send-side copy misaligned: 1.6x slower exchanges
+// of 256 KiB on loopback); a small message's follows the bare header.
+TEST_F(TcpLanes, TheBulkHeaderFillsACacheLineTheSmallOneIsBare) {
+  for (const bool bulk : {true, false}) {
+    SCOPED_TRACE(bulk ? "bulk" : "small");
+    SetUp();
+    std::vector<char> msg(bulk ? TcpConnection::kSmallLaneBytes + 64 : 100);
+    for (size_t i = 0; i < msg.size(); ++i) msg[i] = static_cast<char>(i * 5 + 1);
+    Transfer t = Send(msg);
+    lower->PostSend(&t);
+    for (int i = 0; i < 1000 && !lower->idle(); ++i) ASSERT_TRUE(lower->Progress().ok());
+    ASSERT_TRUE(lower->idle());
+    const size_t header = bulk ? TcpConnection::kBulkHeaderBytes : sizeof(MessageHeader);
+    std::vector<char> wire(header + msg.size());
+    const int fd = bulk ? bulk0[1] : small[1];
+    size_t got = 0;
+    while (got < wire.size()) {
+      const ssize_t r = ::read(fd, wire.data() + got, wire.size() - got);
+      ASSERT_GT(r, 0);
+      got += static_cast<size_t>(r);
+    }
+    EXPECT_EQ(Queued(fd), 0);
+    MessageHeader h;
+    std::memcpy(&h, wire.data(), sizeof(h));
+    EXPECT_EQ(h.bytes, msg.size());
+    EXPECT_EQ(h.magic, kHeaderMagic);
+    EXPECT_TRUE(std::equal(msg.begin(), msg.end(), wire.begin() + static_cast<ptrdiff_t>(header)));
+  }
 }
 
 TEST_F(TcpLanes, APeerAheadOnTheSmallLaneIsNoMismatch) {

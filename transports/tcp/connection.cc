@@ -1,9 +1,9 @@
 // TcpConnection: a bulk lane with one set of sockets per direction (the
-// header on the direction's first socket, payload striped over its sockets
-// in kStripeBytes units) and a small lane of one socket both ways; each
-// socket walks its lane's posted transfers in order, so its byte stream
-// matches the peer's. Receives that reduce go through a per-socket bounce
-// buffer.
+// header, padded to a cache line, on the direction's first socket, payload
+// striped over its sockets in kStripeBytes units) and a small lane of one
+// socket both ways; each socket walks its lane's posted transfers in order,
+// so its byte stream matches the peer's. Receives that reduce go through a
+// per-socket bounce buffer.
 #include "transports/tcp/connection.h"
 
 #include <fcntl.h>
@@ -97,6 +97,7 @@ TcpConnection::TcpConnection(int peer, bool lower, std::string peer_host, std::s
   }
   if (small_fd >= 0) {
     Lane& small = lanes_.emplace_back();
+    small.header_bytes = sizeof(MessageHeader);
     small.send_socks.push_back(n);
     small.recv_socks.push_back(n);
     fds.push_back(small_fd);
@@ -188,14 +189,14 @@ void TcpConnection::AppendPollFds(std::vector<pollfd>* fds) const {
 Result<bool> TcpConnection::SendHeader(Lane& l, Posted& p) {
   Transfer* t = p.t;
   if (l.send_hdr_off == 0) {
-    l.send_hdr = MessageHeader{t->bytes, t->seq, static_cast<uint8_t>(t->kind), kHeaderMagic, 0};
+    l.send_hdr.h = MessageHeader{t->bytes, t->seq, static_cast<uint8_t>(t->kind), kHeaderMagic, 0};
   }
   const size_t payload = std::min(UnitEnd(0, t->bytes, l.nsend()), t->Allowed());
   bool moved = false;
-  while (l.send_hdr_off < sizeof(MessageHeader)) {
-    iovec iov[2] = {{reinterpret_cast<char*>(&l.send_hdr) + l.send_hdr_off,
-                     sizeof(MessageHeader) - l.send_hdr_off},
-                    {const_cast<void*>(t->src), payload}};
+  while (l.send_hdr_off < l.header_bytes) {
+    iovec iov[2] = {
+        {reinterpret_cast<char*>(&l.send_hdr) + l.send_hdr_off, l.header_bytes - l.send_hdr_off},
+        {const_cast<void*>(t->src), payload}};
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = payload > 0 ? 2 : 1;
@@ -231,10 +232,10 @@ Result<bool> TcpConnection::RecvHeader(Lane& l, Posted& p) {
   }
   bool moved = false;
   size_t extra = 0;
-  while (l.recv_hdr_off < sizeof(MessageHeader)) {
-    iovec iov[2] = {{reinterpret_cast<char*>(&l.recv_hdr) + l.recv_hdr_off,
-                     sizeof(MessageHeader) - l.recv_hdr_off},
-                    {into + extra, room - extra}};
+  while (l.recv_hdr_off < l.header_bytes) {
+    iovec iov[2] = {
+        {reinterpret_cast<char*>(&l.recv_hdr) + l.recv_hdr_off, l.header_bytes - l.recv_hdr_off},
+        {into + extra, room - extra}};
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = room > extra ? 2 : 1;
@@ -250,12 +251,12 @@ Result<bool> TcpConnection::RecvHeader(Lane& l, Posted& p) {
     extra += static_cast<size_t>(n) - to_header;
     moved = true;
   }
-  if (l.recv_hdr_off < sizeof(MessageHeader)) {
+  if (l.recv_hdr_off < l.header_bytes) {
     // Payload bytes arrive only after the whole header, so none were read.
     return moved;
   }
   l.recv_hdr_off = 0;
-  LOOM_TRY(CheckHeader(l.recv_hdr, *t, *this));
+  LOOM_TRY(CheckHeader(l.recv_hdr.h, *t, *this));
   t->header_done = true;
   if (t->reduce_with == nullptr) {
     p.moved[0] += extra;

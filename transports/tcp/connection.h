@@ -28,6 +28,9 @@ class TcpConnection final : public Connection {
  public:
   static constexpr size_t kStripeBytes = 256 << 10;
   static constexpr size_t kSmallLaneBytes = 16 << 10;
+  // The bulk lane's header is padded to a cache line (WireHeader); the small
+  // lane's is the bare MessageHeader.
+  static constexpr size_t kBulkHeaderBytes = 64;
 
   // Takes ownership of the connected `fds` (socket i of the peer pair is
   // fds[i] on both sides), the bulk lane. With two or more, the first half
@@ -71,10 +74,23 @@ class TcpConnection final : public Connection {
   // One lane: its sockets per direction (indices into socks_; the same one
   // for both when a single socket carries both), the transfers posted on it
   // in order, and the headers half sent or half received.
+  // A header as it travels: its lane's first header_bytes of this. The
+  // kernel copies a send into its socket pages where the previous one ended,
+  // so after a 16-byte header a payload lands 16 bytes off its buffer's
+  // alignment. On the AMD development VM that copy then took several times
+  // as long (perf record: 26 % of a 256 KiB exchange's samples against 9):
+  // an exchange of 256 KiB over loopback 67 against 46 us
+  // (perf/tcp_exchange_bench given such a header), a 2-rank all-gather of 512
+  // KiB 78 against 53 (docs/performance-log.md).
+  struct WireHeader {
+    MessageHeader h;
+    char pad[kBulkHeaderBytes - sizeof(MessageHeader)];
+  };
   struct Lane {
     std::vector<int> send_socks, recv_socks;
     std::deque<Posted> sends, recvs;
-    MessageHeader send_hdr{}, recv_hdr{};
+    size_t header_bytes = kBulkHeaderBytes;
+    WireHeader send_hdr{}, recv_hdr{};
     size_t send_hdr_off = 0, recv_hdr_off = 0;
     int nsend() const { return static_cast<int>(send_socks.size()); }
     int nrecv() const { return static_cast<int>(recv_socks.size()); }
