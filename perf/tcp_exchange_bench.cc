@@ -13,7 +13,7 @@
 // bound: more sockets could do better.
 //
 // Each size runs in four setups and the fastest is printed (all four with
-// --verbose): the kernel's default send buffer or loom's 128 KiB one for
+// --verbose): the kernel's default send buffer or loom's 132 KiB one for
 // connections that stay on the host (transports/tcp/connection.cc), and one
 // socket carrying both directions or one socket per direction (what loom
 // does since this tool showed the difference). Each size is also timed
@@ -249,9 +249,9 @@ int main(int argc, char** argv) {
     int recv_fd(int me) const { return per_direction ? fds[1 - me][1] : fds[0][me]; }
   };
   Config configs[] = {{"default", 0, false, {}},
-                      {"128K", 128 << 10, false, {}},
+                      {"132K", 132 << 10, false, {}},
                       {"default, a socket per direction", 0, true, {}},
-                      {"128K, a socket per direction", 128 << 10, true, {}}};
+                      {"132K, a socket per direction", 132 << 10, true, {}}};
   for (Config& c : configs) {
     for (auto& pair : c.fds) {
       const auto [a, b] = ConnectedPair(c.sndbuf);
