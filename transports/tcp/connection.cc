@@ -44,7 +44,7 @@ size_t UnitEnd(size_t g, size_t bytes, int nsocks) {
 // Doubled, 128 KiB holds exactly four full loopback segments (64 KiB less
 // headers), so the last 276 bytes of a 256 KiB message and its header
 // waited for the receiver to read the rest and acknowledge it; 4 KiB more
-// lets a fifth segment start: all-gathers of 512 KiB-4 MiB 8-25 % faster,
+// lets a fifth segment start: all-gathers of 512 KiB-4 MiB 6-25 % faster,
 // all-reduces of 256 KiB-1 MiB 6-19 % (docs/performance-log.md,
 // 2026-12-06 15:22). Connections between hosts keep autotuning, which the
 // bandwidth-delay product needs.
