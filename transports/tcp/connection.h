@@ -71,9 +71,6 @@ class TcpConnection final : public Connection {
     size_t bounce_head = 0;
     size_t bounce_fill = 0;
   };
-  // One lane: its sockets per direction (indices into socks_; the same one
-  // for both when a single socket carries both), the transfers posted on it
-  // in order, and the headers half sent or half received.
   // A header as it travels: its lane's first header_bytes of this. The
   // kernel copies a send into its socket pages where the previous one ended,
   // so after a 16-byte header a payload lands 16 bytes off its buffer's
@@ -86,6 +83,9 @@ class TcpConnection final : public Connection {
     MessageHeader h;
     char pad[kBulkHeaderBytes - sizeof(MessageHeader)];
   };
+  // One lane: its sockets per direction (indices into socks_; the same one
+  // for both when a single socket carries both), the transfers posted on it
+  // in order, and the headers half sent or half received.
   struct Lane {
     std::vector<int> send_socks, recv_socks;
     std::deque<Posted> sends, recvs;
