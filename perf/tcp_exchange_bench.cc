@@ -14,7 +14,7 @@
 //
 // Each size runs in four setups and the fastest is printed (all four with
 // --verbose): the kernel's default send buffer or loom's 132 KiB one for
-// connections that stay on the host (transports/tcp/connection.cc), and one
+// connections that stay on the host (transports/tcp/connection.h), and one
 // socket carrying both directions or one socket per direction (what loom
 // does since this tool showed the difference). Each size is also timed
 // with a copy of the sent bytes into a third buffer, before the exchange,

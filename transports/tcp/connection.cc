@@ -36,20 +36,6 @@ size_t UnitEnd(size_t g, size_t bytes, int nsocks) {
   return nsocks == 1 ? bytes : std::min(bytes, (g / U + 1) * U);
 }
 
-// Send buffer for a connection that never leaves this host (kernel bytes;
-// the kernel doubles it). Left to autotuning, the buffer grows to megabytes
-// and every send copies into socket-buffer pages that have left the cache:
-// all-gathers of 2-16 MiB on loopback took 1.3-2.6x as long on the 2-core
-// development VM; 64 KiB was slower, and 32 KiB stalls on delayed ACKs.
-// Doubled, 128 KiB holds exactly four full loopback segments (64 KiB less
-// headers), so the last 276 bytes of a 256 KiB message and its header
-// waited for the receiver to read the rest and acknowledge it; 4 KiB more
-// lets a fifth segment start: all-gathers of 512 KiB-4 MiB 6-25 % faster,
-// all-reduces of 256 KiB-1 MiB 6-19 % (docs/performance-log.md,
-// 2026-12-06 15:22). Connections between hosts keep autotuning, which the
-// bandwidth-delay product needs.
-constexpr int kLocalSendBuffer = 132 << 10;
-
 }  // namespace
 
 bool TcpConnection::StaysOnHost(int fd) {
@@ -111,7 +97,7 @@ TcpConnection::TcpConnection(int peer, bool lower, std::string peer_host, std::s
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (StaysOnHost(fd)) {
-      setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kLocalSendBuffer, sizeof(kLocalSendBuffer));
+      setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kLocalSendBufferBytes, sizeof(kLocalSendBufferBytes));
     }
     socks_.push_back(Socket{fd, {}, 0});
   }

@@ -31,6 +31,19 @@ class TcpConnection final : public Connection {
   // The bulk lane's header is padded to a cache line (WireHeader); the small
   // lane's is the bare MessageHeader.
   static constexpr size_t kBulkHeaderBytes = 64;
+  // Send buffer for a connection that never leaves this host (kernel bytes;
+  // the kernel doubles it). Left to autotuning, the buffer grows to megabytes
+  // and every send copies into socket-buffer pages that have left the cache:
+  // all-gathers of 2-16 MiB on loopback took 1.3-2.6x as long on the 2-core
+  // development VM; 64 KiB was slower, and 32 KiB stalls on delayed ACKs.
+  // Doubled, 128 KiB holds exactly four full loopback segments (64 KiB less
+  // headers), so the last 276 bytes of a 256 KiB message and its header
+  // waited for the receiver to read the rest and acknowledge it; 4 KiB more
+  // lets a fifth segment start: all-gathers of 512 KiB-4 MiB 6-25 % faster,
+  // all-reduces of 256 KiB-1 MiB 6-19 % (docs/performance-log.md,
+  // 2026-12-06 15:22). Connections between hosts keep autotuning, which the
+  // bandwidth-delay product needs.
+  static constexpr int kLocalSendBufferBytes = 132 << 10;
 
   // Takes ownership of the connected `fds` (socket i of the peer pair is
   // fds[i] on both sides), the bulk lane. With two or more, the first half
