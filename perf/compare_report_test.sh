@@ -155,18 +155,18 @@ EOT
     if [ $copy = none ]; then
       cat >"$tcp/link.r$r.txt" <<EOT
 # TCP over 127.0.0.1: 2 processes, each sends and receives the bytes at once
-#       bytes           us      GB/s  the fastest: send buffer, sockets
+#       bytes           us      GB/s  the fastest: socket buffers, sockets
             8        10.00     0.001  default
-     1048576       262.144    4.000  132K, a socket per direction
-     2097152       524.288    4.000  132K, a socket per direction
+     1048576       262.144    4.000  loom's buffers, a socket per direction
+     2097152       524.288    4.000  loom's buffers, a socket per direction
 EOT
     else
       cat >"$tcp/link.r$r.txt" <<EOT
 # TCP over 127.0.0.1: 2 processes, each sends and receives the bytes at once
-#       bytes           us      GB/s     us +copy  the fastest: send buffer, sockets
+#       bytes           us      GB/s     us +copy  the fastest: socket buffers, sockets
             8        10.00     0.001        10.00  default
-     1048576       262.144    4.000      $copy  132K, a socket per direction
-     2097152       524.288    4.000      699.050  132K, a socket per direction
+     1048576       262.144    4.000      $copy  loom's buffers, a socket per direction
+     2097152       524.288    4.000      699.050  loom's buffers, a socket per direction
 EOT
     fi
   done

@@ -44,6 +44,16 @@ class TcpConnection final : public Connection {
   // 2026-12-06 15:22). Connections between hosts keep autotuning, which the
   // bandwidth-delay product needs.
   static constexpr int kLocalSendBufferBytes = 132 << 10;
+  // Receive buffer for such a connection, fixed too (which turns the
+  // kernel's autotuning off). Autotuned, it grew to 3-33 MiB, and between
+  // one process in seven and one in two ran its whole life in a slow mode:
+  // all-gathers of 512 KiB-2 MiB on loopback 1.4-1.9x as long as in the
+  // other processes (one slow run's kernel queued 5,657 segments on a busy
+  // socket's backlog, TcpExtTCPBacklogCoalesce, against 28-486 in the
+  // others). Requests of 256 KiB, 1 MiB and 4 MiB all ended that mode; a
+  // smaller window slows large transfers (FixReceiveBuffer;
+  // docs/performance-log.md, 2026-12-06 18:35).
+  static constexpr int kLocalReceiveBufferBytes = 1 << 20;
 
   // Takes ownership of the connected `fds` (socket i of the peer pair is
   // fds[i] on both sides), the bulk lane. With two or more, the first half
@@ -68,10 +78,13 @@ class TcpConnection final : public Connection {
   static size_t Share(size_t bytes, int s, int nsocks);
   static size_t MessageOffset(size_t local, int s, int nsocks);
   // Whether connected socket `fd` never leaves this host (its peer address
-  // is its own, or loopback): such sockets get a small send buffer.
+  // is its own, or loopback): such sockets get fixed buffers.
   static bool StaysOnHost(int fd);
 
  private:
+  // Sets kLocalReceiveBufferBytes on `fd` where the kernel allows it.
+  static void FixReceiveBuffer(int fd);
+
   struct Posted {
     Transfer* t;
     std::vector<size_t> moved;  // per socket of its direction: bytes of its share done

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -269,14 +270,31 @@ TEST(TcpTransport, LoopbackStaysOnHost) {
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, unix_pair), 0);
   EXPECT_FALSE(TcpConnection::StaysOnHost(unix_pair[0]));
   // The connection shrinks the send buffer of such a socket (the kernel
-  // doubles the request), and leaves it at most that size.
-  int sndbuf = 0;
-  socklen_t sl = sizeof(sndbuf);
+  // doubles the request), and leaves it at most that size; it fixes the
+  // receive buffer where the kernel lets it (as root, or under a
+  // net.core.rmem_max that is large enough).
+  int sndbuf = 0, rcvbuf = 0;
+  socklen_t sl = sizeof(sndbuf), rl = sizeof(rcvbuf);
   {
     TcpConnection conn(1, true, "here", "NET/Socket/lo", {c});
     ASSERT_EQ(getsockopt(c, SOL_SOCKET, SO_SNDBUF, &sndbuf, &sl), 0);
     EXPECT_LE(sndbuf, 2 * TcpConnection::kLocalSendBufferBytes);
     EXPECT_GT(sndbuf, 64 << 10);
+    ASSERT_EQ(getsockopt(c, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &rl), 0);
+    long rmem_max = 0;
+    if (FILE* f = std::fopen("/proc/sys/net/core/rmem_max", "r")) {
+      if (std::fscanf(f, "%ld", &rmem_max) != 1) rmem_max = 0;
+      std::fclose(f);
+    }
+    const int probe = socket(AF_INET, SOCK_STREAM, 0);
+    const int want = TcpConnection::kLocalReceiveBufferBytes;
+    const bool forced = setsockopt(probe, SOL_SOCKET, SO_RCVBUFFORCE, &want, sizeof(want)) == 0;
+    close(probe);
+    if (forced || rmem_max >= TcpConnection::kLocalReceiveBufferBytes) {
+      EXPECT_EQ(rcvbuf, 2 * TcpConnection::kLocalReceiveBufferBytes);
+    } else {
+      EXPECT_LT(rcvbuf, 2 * TcpConnection::kLocalReceiveBufferBytes);  // left to autotuning
+    }
   }  // closes c
   for (int fd : {s, lfd, unix_pair[0], unix_pair[1]}) close(fd);
 }
