@@ -23,7 +23,12 @@
 // all-gather must also copy its own block, and on loopback both cores are
 // busy in the kernel's copies.
 //
+// --setup I times only setup I (0-3, in --verbose's order; 3 is loom's
+// own) and leaves the +copy timings out: one way alone, to profile it or
+// count its system calls (perf stat) against loom's.
+//
 //   tcp_exchange_bench [--min-bytes N] [--max-bytes N] [--reps R] [--processes] [--verbose]
+//                      [--setup I]
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -210,7 +215,7 @@ size_t ParseBytes(const std::string& s) {
 [[noreturn]] void Usage(const char* why) {
   std::fprintf(stderr,
                "tcp_exchange_bench: %s\nusage: tcp_exchange_bench [--min-bytes N] [--max-bytes N] "
-               "[--reps R] [--processes] [--verbose]\n",
+               "[--reps R] [--processes] [--verbose] [--setup I]\n",
                why);
   std::exit(2);
 }
@@ -219,7 +224,7 @@ size_t ParseBytes(const std::string& s) {
 
 int main(int argc, char** argv) {
   size_t min_bytes = size_t{32} << 10, max_bytes = size_t{128} << 20;
-  int reps = 5;
+  int reps = 5, only = -1;
   bool processes = false, latency = true, verbose = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -236,6 +241,11 @@ int main(int argc, char** argv) {
       max_bytes = ParseBytes(value);
     } else if (arg == "--reps") {
       reps = std::atoi(value.c_str());
+    } else if (arg == "--setup") {
+      only = std::atoi(value.c_str());
+      if (only < 0 || only > 3 || value.find_first_not_of("0123") != std::string::npos) {
+        Usage("--setup takes 0, 1, 2 or 3");
+      }
     } else {
       Usage(("unknown flag " + arg).c_str());
     }
@@ -282,7 +292,7 @@ int main(int argc, char** argv) {
           "median of %d, the fastest of %d setups; +copy: each also copies the bytes it "
           "sends into another buffer (an out-of-place all-gather's own block), before the "
           "exchange, as the socket takes them or while the sockets are idle, the fastest\n",
-          processes ? "processes" : "threads", reps, kConfigs);
+          processes ? "processes" : "threads", reps, only >= 0 ? 1 : kConfigs);
       std::printf("# %11s %12s %9s %12s  %s\n", "bytes", "us", "GB/s", "us +copy",
                   "the fastest: socket buffers, sockets");
     }
@@ -293,6 +303,7 @@ int main(int argc, char** argv) {
       double best = 0, best_copy = 0;
       const char* best_name = "";
       for (int c = 0; c < kConfigs; ++c) {
+        if (only >= 0 && c != only) continue;
         const Config& config = configs[c];
         auto time = [&](OwnCopy::When when) {
           const OwnCopy copy{when, own_buf.get(), when == OwnCopy::When::kNone ? 0 : bytes};
@@ -302,7 +313,7 @@ int main(int argc, char** argv) {
         };
         const double t = time(OwnCopy::When::kNone);
         // The 8-byte row is a latency: a copy of 8 bytes adds nothing to time.
-        const bool copies = bytes > 8;
+        const bool copies = bytes > 8 && only < 0;
         const double before = copies ? time(OwnCopy::When::kBefore) : t;
         const double as_sent = copies ? time(OwnCopy::When::kAsSent) : t;
         const double idle = copies ? time(OwnCopy::When::kWhileIdle) : t;
@@ -320,8 +331,10 @@ int main(int argc, char** argv) {
         best_copy = best_copy == 0 ? with_copy : std::min(best_copy, with_copy);
       }
       if (me == 0) {
-        std::printf("  %11zu %12.2f %9.3f %12.2f  %s\n", bytes, best * 1e6,
-                    static_cast<double>(bytes) / best / 1e9, best_copy * 1e6, best_name);
+        char copy_us[32] = "-";
+        if (only < 0) std::snprintf(copy_us, sizeof(copy_us), "%.2f", best_copy * 1e6);
+        std::printf("  %11zu %12.2f %9.3f %12s  %s\n", bytes, best * 1e6,
+                    static_cast<double>(bytes) / best / 1e9, copy_us, best_name);
         std::fflush(stdout);
       }
     }
