@@ -318,11 +318,13 @@ int main(int argc, char** argv) {
         const double as_sent = copies ? time(OwnCopy::When::kAsSent) : t;
         const double idle = copies ? time(OwnCopy::When::kWhileIdle) : t;
         const double with_copy = std::min({before, as_sent, idle});
-        if (me == 0 && verbose) {
+        if (me == 0 && verbose && copies) {
           std::printf(
               "# %11zu %12.2f %9s %12.2f  %s (+copy before %.2f, as sent %.2f, while idle %.2f)\n",
               bytes, t * 1e6, "", with_copy * 1e6, config.name, before * 1e6, as_sent * 1e6,
               idle * 1e6);
+        } else if (me == 0 && verbose) {
+          std::printf("# %11zu %12.2f %9s %12s  %s\n", bytes, t * 1e6, "", "-", config.name);
         }
         if (best == 0 || t < best) {
           best = t;
