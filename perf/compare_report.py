@@ -87,7 +87,8 @@ EXCHANGE = "8 B exchange"
 LINK_MIN_BYTES = 64 << 10
 CACHED_PREFIX = "all-gather in cache, "
 CACHED_SHAREABLE = "by loads"
-CACHED_PLAIN = ("by process_vm_readv", "through a FIFO", "through a FIFO, streamed")
+CACHED_PLAIN = ("by process_vm_readv", "through a FIFO", "through a FIFO, streamed",
+                "through a FIFO, pipelined")
 
 
 def ceilings(out):
