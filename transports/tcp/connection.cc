@@ -69,17 +69,21 @@ bool TcpConnection::StaysOnHost(int fd) {
 void TcpConnection::FixReceiveBuffer(int fd) {
   const int want = kLocalReceiveBufferBytes;
   if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &want, sizeof(want)) == 0) return;
-  long cap = 0;
-  if (FILE* f = std::fopen("/proc/sys/net/core/rmem_max", "r")) {
-    if (std::fscanf(f, "%ld", &cap) != 1) cap = 0;
-    std::fclose(f);
-  }
+  // Read once: every socket of every connection comes here when not root.
+  static const long cap = [] {
+    long v = 0;
+    if (FILE* f = std::fopen("/proc/sys/net/core/rmem_max", "r")) {
+      if (std::fscanf(f, "%ld", &v) != 1) v = 0;
+      std::fclose(f);
+    }
+    return v;
+  }();
   if (cap >= want) {
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof(want));
     return;
   }
   static std::once_flag said;
-  std::call_once(said, [cap] {
+  std::call_once(said, [] {
     LOOM_INFO(log::kNet,
               "NET/Socket : receive buffers on this host left to autotuning: net.core.rmem_max "
               "is %ld, below %d, and SO_RCVBUFFORCE is not permitted (raise rmem_max to fix "
