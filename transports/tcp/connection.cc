@@ -141,16 +141,30 @@ TcpConnection::~TcpConnection() {
   for (Socket& s : socks_) close(s.fd);
 }
 
+void TcpConnection::PostedQueue::push_back(Transfer* t, size_t nsocks) {
+  if (count_ == slots_.size()) {
+    // Full (or never used): twice the room, the entries in order from 0.
+    std::vector<Posted> grown(std::max<size_t>(4, 2 * slots_.size()));
+    for (size_t i = 0; i < count_; ++i) grown[i] = std::move(at(i));
+    slots_ = std::move(grown);
+    head_ = 0;
+  }
+  Posted& p = slots_[(head_ + count_) & (slots_.size() - 1)];
+  p.t = t;
+  p.moved.assign(nsocks, 0);
+  ++count_;
+}
+
 void TcpConnection::PostSend(Transfer* t) {
   t->seq = send_seq_++;
   Lane& l = LaneFor(t->bytes);
-  l.sends.push_back(Posted{t, std::vector<size_t>(l.send_socks.size(), 0)});
+  l.sends.push_back(t, l.send_socks.size());
 }
 
 void TcpConnection::PostRecv(Transfer* t) {
   t->seq = recv_seq_++;
   Lane& l = LaneFor(t->bytes);
-  l.recvs.push_back(Posted{t, std::vector<size_t>(l.recv_socks.size(), 0)});
+  l.recvs.push_back(t, l.recv_socks.size());
 }
 
 bool TcpConnection::idle() const {
@@ -407,7 +421,7 @@ Result<bool> TcpConnection::RecvOn(Lane& l, int s) {
   return moved;
 }
 
-void TcpConnection::Settle(std::deque<Posted>* q, int n) {
+void TcpConnection::Settle(PostedQueue* q, int n) {
   for (Posted& p : *q) {
     size_t done = p.t->bytes;
     for (int s = 0; s < n; ++s) {

@@ -227,6 +227,42 @@ TEST_F(TcpLanes, APeerAheadOnTheSmallLaneIsNoMismatch) {
   EXPECT_EQ(tiny_in, tiny);
 }
 
+// The posted transfers of a direction live in a ring of reused entries:
+// waves of different depths (some completing while others stay queued, so
+// the ring wraps and then grows with entries in flight) still deliver each
+// message whole, in order, into its own buffer.
+TEST_F(TcpLanes, ManyTransfersInFlightArriveInOrder) {
+  const size_t bulk = TcpConnection::kSmallLaneBytes + 100;
+  int next = 0;
+  for (const int depth : {1, 3, 2, 7, 5, 17, 1, 9}) {
+    SCOPED_TRACE("depth " + std::to_string(depth));
+    std::vector<std::vector<char>> out(depth), in(depth);
+    std::vector<Transfer> sends(depth), recvs(depth);
+    for (int k = 0; k < depth; ++k, ++next) {
+      // Bulk and small messages alternate, each with its own contents.
+      out[k].resize(k % 2 == 0 ? bulk + static_cast<size_t>(next) : 10 + static_cast<size_t>(next));
+      for (size_t i = 0; i < out[k].size(); ++i) out[k][i] = static_cast<char>(i * 3 + next);
+      in[k].assign(out[k].size(), 0);
+      sends[k] = Send(out[k]);
+      recvs[k] = Recv(in[k]);
+    }
+    // The receives are posted after some of the sends have gone out, in
+    // two halves, so one end's queue is partly drained when the rest arrive.
+    for (int k = 0; k < depth; ++k) lower->PostSend(&sends[k]);
+    for (int k = 0; k < depth / 2; ++k) higher->PostRecv(&recvs[k]);
+    for (int i = 0; i < 50; ++i) {
+      ASSERT_TRUE(lower->Progress().ok());
+      ASSERT_TRUE(higher->Progress().ok());
+    }
+    for (int k = depth / 2; k < depth; ++k) higher->PostRecv(&recvs[k]);
+    ASSERT_TRUE(DriveBoth().ok());
+    for (int k = 0; k < depth; ++k) {
+      EXPECT_EQ(in[k], out[k]) << "message " << k;
+      EXPECT_EQ(recvs[k].done, out[k].size());
+    }
+  }
+}
+
 TEST_F(TcpLanes, AMessageOnTheOtherLaneIsANamedMismatch) {
   for (const bool sender_small : {true, false}) {
     SCOPED_TRACE(sender_small ? "small sent, large expected" : "large sent, small expected");
