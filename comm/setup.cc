@@ -174,15 +174,26 @@ std::string Hex(uint64_t v) {
 // The selector's cost of one transport: shared-memory FIFOs ~6 GB/s and one
 // TCP stream ~1.5 GB/s were measured on the development VM; the IB figures
 // are an assumption (a 100 Gb/s port behind RDMA latency), never measured.
-// Single-copy reads (process_vm_readv) are priced as setup measured them on
-// this host (EnableSingleCopy); shareable buffers (AllocShared) switch to
-// Direct whatever the price, NCCL_ALGO and LOOM_TUNE can force it.
-topology::LinkCost LinkCostOf(TransportKind kind, const topology::PeerReadPrice& reads) {
+// Sockets between ranks of one host (`same_host`, loopback) are priced as
+// loom's own connections run there on the AMD development VM: an 8-byte
+// all-reduce in 7 us, exchanges of 512 KiB-1 MiB at 6.6-6.8 GB/s each way
+// (perf/tcp_exchange_bench). At the old 20 us and 1.5 GB/s the ring's extra
+// step outweighed the half it saves of recursive doubling's reductions up
+// to 1 MiB; at these the 2-rank all-reduce turns to the ring between 256
+// and 512 KiB, where it measured faster (docs/performance-log.md,
+// 2026-12-06 23:3x). Single-copy reads (process_vm_readv) are priced as
+// setup measured them on this host (EnableSingleCopy); shareable buffers
+// (AllocShared) switch to Direct whatever the price, NCCL_ALGO and LOOM_TUNE
+// can force it.
+topology::LinkCost LinkCostOf(TransportKind kind, const topology::PeerReadPrice& reads,
+                              bool same_host = false) {
   switch (kind) {
     case TransportKind::kShm:
       return {1.0, kShmFifoGbs, reads.gbs, reads.setup_us};
     case TransportKind::kIb: return {5.0, 12.0, 0.0};
     case TransportKind::kSocket:
+      if (same_host) return {7.0, 6.0, 0.0};
+      break;
     case TransportKind::kUcx: break;
   }
   return {20.0, 1.5, 0.0};
@@ -197,7 +208,8 @@ Result<topology::JobTopology> FuseJob(const std::vector<PeerInfo>& peers,
   const int n = static_cast<int>(peers.size());
   auto cost = [&](int a, int b) {
     auto link = PlanLink(transports, a, b);  // each end already checked its own links
-    return LinkCostOf(link.ok() ? link->kind : TransportKind::kSocket, single_copy);
+    return LinkCostOf(link.ok() ? link->kind : TransportKind::kSocket, single_copy,
+                      peers[a].host_id == peers[b].host_id);
   };
   std::vector<topology::RankRecord> records(n);
   for (int r = 0; r < n; ++r) {

@@ -140,6 +140,16 @@ perf_tcp)
   NCCL_SHM_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "$LOOM" run -np 3 -- "$LOOM" perf all_reduce -b 8 -e 1M -f 8 >"$tmp/out" 2>&1 || fail "tcp perf exited $?"
   grep -q "via NET/Socket/lo" "$tmp/out" || fail "INFO does not show NET/Socket/lo"
   grep -q "Out of bounds values : 0 OK" "$tmp/out" || fail "no OK line"
+  # Sockets within one host are priced as loopback runs (7 us, 6 GB/s), so
+  # the 2-rank all-reduce turns from recursive doubling to the ring between
+  # 256 and 512 KiB, where the ring measured faster.
+  NCCL_SHM_DISABLE=1 NCCL_DEBUG=TRACE NCCL_DEBUG_SUBSYS=INIT,TUNING "$LOOM" run -np 2 -- "$LOOM" perf \
+    all_reduce -b 256K -e 512K -f 2 -n 1 -w 0 >"$tmp/two" 2>&1 || fail "tcp perf -np 2 exited $?"
+  grep -q "intra 7.0 us 6.0 GB/s" "$tmp/two" || fail "loopback sockets not priced as such"
+  grep -q "AllReduce 262144 bytes on 2 ranks: RecursiveDoubling by cost model" "$tmp/two" ||
+    fail "256 KiB over loopback TCP did not pick recursive doubling"
+  grep -q "AllReduce 524288 bytes on 2 ranks: Ring by cost model" "$tmp/two" ||
+    fail "512 KiB over loopback TCP did not pick the ring"
   ;;
 killed_rank)
   # Rank 2 dies with SIGKILL mid-loop; every survivor must fail naming it,
