@@ -201,7 +201,7 @@ Status Engine::RunUntilDone(std::span<Transfer> transfers, Deadline deadline) {
         // one is written around the cache like a final receive: an
         // out-of-place all-gather of 16 / 128 MiB on 2 ranks 1.40 / 1.30x
         // faster on the AMD development VM (docs/PERFORMANCE.md).
-        if (t->bytes >= StreamingMinBytes()) {
+        if (t->copy_nontemporal) {
           StreamingCopy(to, from, t->done - t->copied);
         } else {
           CopyBytes(to, from, t->done - t->copied);

@@ -76,6 +76,9 @@ struct Transfer {
   // read them, while they are still in cache (an out-of-place all-gather's
   // own block). The copy is complete when the transfer is.
   void* copy_to = nullptr;
+  // With copy_to: write the copy around the cache (transports/streaming.h),
+  // which pays once the operation's whole output no longer stays cached.
+  bool copy_nontemporal = false;
   size_t copied = 0;  // engine bookkeeping for copy_to
 
   size_t done = 0;  // bytes completed (received and reduced, or handed to the wire)

@@ -116,8 +116,8 @@ struct SendRecvResult {
   Status send, recv;
   size_t copied = 0;  // the send's copy_to bookkeeping
 };
-SendRecvResult SendOne(Pair& p, const void* src, void* dst, size_t bytes,
-                       void* copy_to = nullptr) {
+SendRecvResult SendOne(Pair& p, const void* src, void* dst, size_t bytes, void* copy_to = nullptr,
+                       bool copy_nontemporal = false) {
   SendRecvResult r;
   std::thread sender([&] {
     Transfer t;
@@ -126,6 +126,7 @@ SendRecvResult SendOne(Pair& p, const void* src, void* dst, size_t bytes,
     t.src = src;
     t.bytes = bytes;
     t.copy_to = copy_to;
+    t.copy_nontemporal = copy_nontemporal;
     r.send = p.engine[0]->Run({&t, 1}, Deadline::After(std::chrono::seconds(10)));
     r.copied = t.copied;
   });
@@ -157,17 +158,20 @@ TEST_P(TransportTest, MessagesOfAwkwardSizesArriveIntact) {
 TEST_P(TransportTest, ASendCopiesWhatLeftIntoCopyTo) {
   // The engine copies a send's bytes to copy_to as they leave: complete when
   // the send is, for sizes below, at and across the FIFO and stripe units,
-  // and above StreamingMinBytes (the copy then streams, with a ragged tail).
+  // through the cache and streamed (copy_nontemporal, with ragged heads and
+  // tails as the pieces leave).
   auto p = MakePair(GetParam());
-  for (size_t bytes : {size_t{1}, size_t{65536}, size_t{(1 << 20) + 5}, StreamingMinBytes() + 77}) {
-    std::vector<uint8_t> a(bytes), copy(bytes, 0), b(bytes, 0);
-    for (size_t i = 0; i < bytes; ++i) a[i] = static_cast<uint8_t>(i * 13 + 1);
-    SendRecvResult r = SendOne(*p, a.data(), b.data(), bytes, copy.data());
-    ASSERT_TRUE(r.send.ok()) << r.send.ToString();
-    ASSERT_TRUE(r.recv.ok()) << r.recv.ToString();
-    EXPECT_EQ(r.copied, bytes);
-    EXPECT_EQ(copy, a) << bytes;
-    EXPECT_EQ(b, a) << bytes;
+  for (const bool streamed : {false, true}) {
+    for (size_t bytes : {size_t{1}, size_t{65536}, size_t{(1 << 20) + 5}, size_t{(4 << 20) + 77}}) {
+      std::vector<uint8_t> a(bytes), copy(bytes, 0), b(bytes, 0);
+      for (size_t i = 0; i < bytes; ++i) a[i] = static_cast<uint8_t>(i * 13 + 1);
+      SendRecvResult r = SendOne(*p, a.data(), b.data(), bytes, copy.data(), streamed);
+      ASSERT_TRUE(r.send.ok()) << r.send.ToString();
+      ASSERT_TRUE(r.recv.ok()) << r.recv.ToString();
+      EXPECT_EQ(r.copied, bytes);
+      EXPECT_EQ(copy, a) << bytes << (streamed ? " streamed" : "");
+      EXPECT_EQ(b, a) << bytes;
+    }
   }
 }
 

@@ -17,6 +17,7 @@
 #include "collectives/reduce/reduce.h"
 #include "transports/copy.h"
 #include "transports/shm/shared_memory.h"
+#include "transports/streaming.h"
 
 namespace loom {
 
@@ -281,6 +282,7 @@ Status TreeOrChainBroadcast(Engine& e, int r, const CollArgs& a, bool chain, Dea
     // RingAllGather), or is made here when it sends nothing.
     if (plan.size() > 0) {
       plan.first()->copy_to = a.recv;
+      plan.first()->copy_nontemporal = bytes >= StreamingMinBytes();
     } else {
       CopyIfDistinct(a.recv, a.send, bytes);
     }
@@ -321,11 +323,18 @@ Status RingAllGather(Engine& e, int r, const CollArgs& a, Deadline deadline) {
   const Transfer* prev_recv = nullptr;
   // Out of place, the own block (sent first) leaves from the send buffer and
   // the engine copies it into place as it goes, while it is still in cache.
+  // It streams once the whole output reaches StreamingMinBytes, not the block
+  // alone: at 8 MiB on 2 ranks (4 MiB blocks) the cached copy ran at memory
+  // speed, and the out-of-place all-gather over shared memory took 2.2x the
+  // in-place one; streamed, 0.88x its time (docs/performance-log.md,
+  // 2026-12-06 23:05).
   const bool copy_own = a.send != recv + r * bb && bb > 0;
   if (n == 1) CopyIfDistinct(recv, a.send, bb);
   for (int s = 0; s < n - 1; ++s) {
     if (s == 0 && copy_own) {
-      plan.Send(next, a.send, bb)->copy_to = recv + r * bb;
+      Transfer* own = plan.Send(next, a.send, bb);
+      own->copy_to = recv + r * bb;
+      own->copy_nontemporal = bb * static_cast<size_t>(n) >= StreamingMinBytes();
     } else {
       plan.Send(next, recv + patterns::RingAllGatherSendBlock(r, n, s) * bb, bb, prev_recv);
     }
