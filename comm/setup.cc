@@ -181,7 +181,7 @@ std::string Hex(uint64_t v) {
 // step outweighed the half it saves of recursive doubling's reductions up
 // to 1 MiB; at these the 2-rank all-reduce turns to the ring between 256
 // and 512 KiB, where it measured faster (docs/performance-log.md,
-// 2026-12-06 23:3x). Single-copy reads (process_vm_readv) are priced as
+// 2026-12-06 23:05). Single-copy reads (process_vm_readv) are priced as
 // setup measured them on this host (EnableSingleCopy); shareable buffers
 // (AllocShared) switch to Direct whatever the price, NCCL_ALGO and LOOM_TUNE
 // can force it.

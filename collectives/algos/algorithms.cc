@@ -326,7 +326,7 @@ Status RingAllGather(Engine& e, int r, const CollArgs& a, Deadline deadline) {
   // It streams once the whole output reaches StreamingMinBytes, not the block
   // alone: at 8 MiB on 2 ranks (4 MiB blocks) the cached copy ran at memory
   // speed, and the out-of-place all-gather over shared memory took 2.2x the
-  // in-place one; streamed, 0.88x its time (docs/performance-log.md,
+  // in-place one; streamed, 0.79-0.90x its time (docs/performance-log.md,
   // 2026-12-06 23:05).
   const bool copy_own = a.send != recv + r * bb && bb > 0;
   if (n == 1) CopyIfDistinct(recv, a.send, bb);
