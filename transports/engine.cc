@@ -197,10 +197,11 @@ Status Engine::RunUntilDone(std::span<Transfer> transfers, Deadline deadline) {
       if (t->done > t->copied) {
         char* to = static_cast<char*>(t->copy_to) + t->copied;
         const char* from = static_cast<const char*>(t->src) + t->copied;
-        // copy_to is final (nothing in the operation reads it), so a large
-        // one is written around the cache like a final receive: an
-        // out-of-place all-gather of 16 / 128 MiB on 2 ranks 1.40 / 1.30x
-        // faster on the AMD development VM (docs/PERFORMANCE.md).
+        // copy_to is final (nothing in the operation reads it), so where
+        // the algorithm says the output is large it is written around the
+        // cache like a final receive: an out-of-place all-gather of 16 / 128
+        // MiB on 2 ranks 1.40 / 1.30x faster on the AMD development VM
+        // (docs/PERFORMANCE.md).
         if (t->copy_nontemporal) {
           StreamingCopy(to, from, t->done - t->copied);
         } else {
