@@ -8,7 +8,7 @@
 # the bytes each collective moves (perf/tcp_exchange_bench).
 # Needs the anchor packages:
 #   apt-get install -y openmpi-bin libopenmpi-dev libgloo-dev
-# usage: perf/compare.sh [-r REPEAT] [-n NP] [-t shm|tcp] [-o ops] [-b MIN] [-e MAX] [-f F] [--split BYTES] [--gloo] [--rt] [--register] [--bind core|none] [--blocking] [--rewrite-inputs] [--mpi-heap] [--out DIR]
+# usage: perf/compare.sh [-r REPEAT] [-n NP] [-t shm|tcp] [-o ops] [-b MIN] [-e MAX] [-f F] [--iters N] [--split BYTES] [--gloo] [--rt] [--register] [--bind core|none] [--blocking] [--rewrite-inputs] [--mpi-heap] [--out DIR]
 #   --rt: run loom and every anchor alike under chrt -f 1 (root), so that
 #         background load (builds, other jobs) cannot preempt either side;
 #         the kernel still holds a real-time task that stays busy off its
@@ -38,6 +38,9 @@
 #         without it
 #   --register: loom's buffers in shareable memory (loom perf -R 1); the
 #         anchors keep plain malloc'd buffers (they have no equivalent here)
+#   --iters N: timed calls per size, for loom and every anchor alike, after
+#         5 warm-up calls (default 20, the anchors' own default); more calls
+#         steady the small sizes' figures on a noisy host
 #   --split BYTES: sizes below it run in a sweep of their own, with buffers
 #         no larger than its largest size, for loom and the anchors alike
 #         (default 8M; 0: one sweep). Buffers of 256 MiB made small sizes
@@ -49,7 +52,7 @@ root=$(cd "$here/.." && pwd)
 ANCHORS=${ANCHORS:-$root/perf/anchors}  # builds shared/anchors' MPI harness + our Gloo fix
 BUILD=${BUILD:-$root/build}
 REPEAT=3 NP=2 TRANSPORT=shm OPS=allreduce,reduce_scatter,allgather MINB=8 MAXB=256M FACTOR=8
-MPI_HEAP=0 GLOO=0 OUT="" RT=() LOOM_REG=() SPLIT=8M BIND=none LOOM_CALLS=() LOOM_REWRITE=() MPI_BIN=mpi_coll_perf
+ITERS=20 MPI_HEAP=0 GLOO=0 OUT="" RT=() LOOM_REG=() SPLIT=8M BIND=none LOOM_CALLS=() LOOM_REWRITE=() MPI_BIN=mpi_coll_perf
 GLOO_ALGOS=allreduce,allreduce_ring,allreduce_ring_chunked,allreduce_hd,allreduce_bcube
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -58,12 +61,13 @@ while [[ $# -gt 0 ]]; do
     -f) FACTOR=$2; shift 2 ;;  --gloo) GLOO=1; shift ;; --out) OUT=$2; shift 2 ;;
     --rt) RT=(chrt -f 1); shift ;;
     --split) SPLIT=$2; shift 2 ;;
+    --iters) ITERS=$2; shift 2 ;;
     --register) LOOM_REG=(-R 1); shift ;;
     --bind) BIND=$2; shift 2 ;;
     --blocking) LOOM_CALLS=(--back-to-back 1); shift ;;
     --mpi-heap) MPI_HEAP=1; shift ;;
     --rewrite-inputs) LOOM_CALLS=(--back-to-back 1); LOOM_REWRITE=(--rewrite-inputs 1); MPI_BIN=mpi_coll_perf_rewrite; shift ;;
-    -h|--help) sed -n 2,45p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,48p "$0"; exit 0 ;;
     *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -145,10 +149,10 @@ for ((r = 1; r <= REPEAT; r++)); do
     : > "$OUT/loom.$op.r$r.txt"
     for sweep in "${SWEEPS[@]}"; do
       read -r b e <<<"$sweep"
-      "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/$MPI_BIN" -b "$b" -e "$e" -f "$FACTOR" -o "$op" \
+      "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/$MPI_BIN" -b "$b" -e "$e" -f "$FACTOR" -n "$ITERS" -o "$op" \
         >> "$OUT/mpi.$op.r$r.txt" 2>&1
       "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" --bind-to "$BIND" -- "$LOOM" perf "$(loom_op "$op")" -b "$b" -e "$e" \
-        -f "$FACTOR" -w 5 -n 20 "${LOOM_AS_ANCHOR[@]}" "${LOOM_REG[@]}" "${LOOM_CALLS[@]}" "${LOOM_REWRITE[@]}" >> "$OUT/loom.$op.r$r.txt" 2>&1
+        -f "$FACTOR" -w 5 -n "$ITERS" "${LOOM_AS_ANCHOR[@]}" "${LOOM_REG[@]}" "${LOOM_CALLS[@]}" "${LOOM_REWRITE[@]}" >> "$OUT/loom.$op.r$r.txt" 2>&1
     done
     if [[ $op == allreduce && $lo -le 8 ]]; then
       # The latency row: 8 B with 10000 warm-up and 10000 timed iterations.
@@ -172,7 +176,7 @@ for ((r = 1; r <= REPEAT; r++)); do
       for sweep in "${SWEEPS[@]}"; do
         read -r b e <<<"$sweep"
         BIN=$OUT/anchors/gloo_coll_perf "${RT[@]}" "$ANCHORS/run_gloo.sh" "$NP" \
-          -o "$GLOO_ALGOS" -b "$b" -e "$e" -f "$FACTOR" >> "$OUT/gloo.$op.r$r.txt" 2>&1 || true
+          -o "$GLOO_ALGOS" -b "$b" -e "$e" -f "$FACTOR" -n "$ITERS" >> "$OUT/gloo.$op.r$r.txt" 2>&1 || true
       done
     fi
   done
