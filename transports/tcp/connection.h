@@ -117,9 +117,7 @@ class TcpConnection final : public Connection {
       --count_;
     }
     bool empty() const { return count_ == 0; }
-    size_t size() const { return count_; }
     Posted& front() { return at(0); }
-    const Posted& front() const { return at(0); }
     Posted& at(size_t i) { return slots_[(head_ + i) & (slots_.size() - 1)]; }
     const Posted& at(size_t i) const { return slots_[(head_ + i) & (slots_.size() - 1)]; }
     Iter<PostedQueue, Posted> begin() { return {this, 0}; }
