@@ -178,12 +178,14 @@ bool Communicator::Impl::RunFront(std::unique_lock<std::mutex>& lock, size_t max
 
 void Communicator::Impl::NotifyAndUnlock(std::unique_lock<std::mutex>& lock) {
   const bool idle = !executing_.load();
-  const bool worker_can_run = !queue_.empty() && idle;
+  // Once: a worker told to wake is not told again until it sleeps again
+  // (while the caller keeps the core, every call of a batch issued without
+  // waiting found it still asleep: 130 instructions a call).
+  const bool wake_worker = worker_asleep_ && !queue_.empty() && idle;
+  if (wake_worker) worker_asleep_ = false;
   const bool drained = drain_waiters_.load() > 0 && completed_ == issued_ && idle;
   lock.unlock();
-  // The worker runs its next op itself; waking it when it is the caller is
-  // a no-op (nobody waits), so no need to tell the threads apart.
-  if (worker_can_run) worker_cv_.notify_one();
+  if (wake_worker) worker_cv_.notify_one();
   if (drained) drained_cv_.notify_all();
 }
 
@@ -201,9 +203,11 @@ void Communicator::Impl::WorkerLoop() {
     // No polling here: a waiting caller runs queued ops itself (HelpUntil),
     // and a spinning worker would take the core that caller needs.
     std::unique_lock<std::mutex> lock(q_mu_);
-    worker_cv_.wait(lock, [&] {
-      return (stopping_ && queue_.empty()) || (!queue_.empty() && !executing_.load());
-    });
+    while (!(stopping_ && queue_.empty()) && (queue_.empty() || executing_.load())) {
+      worker_asleep_ = true;
+      worker_cv_.wait(lock);
+      worker_asleep_ = false;
+    }
     if (queue_.empty()) return;
     RunFront(lock, kWorkerBatch);  // false: a blocking call took the claim first, and wakes us
   }

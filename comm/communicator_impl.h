@@ -193,6 +193,9 @@ class Communicator::Impl {
   std::vector<Op> running_;  // RunFront's batch (only the executing thread touches it)
   uint64_t issued_ = 0, completed_ = 0;  // queued ops (blocking calls run inline are not counted)
   bool stopping_ = false;
+  // Under q_mu_: the worker sleeps on worker_cv_ and nobody has woken it
+  // since (NotifyAndUnlock clears it as it wakes the worker).
+  bool worker_asleep_ = false;
   // The claim to execute: one op runs at a time, on the worker, a helping
   // waiter or a blocking caller. Taken by compare-exchange: the worker and
   // helpers under q_mu_, a blocking call without it (RunBlocking).

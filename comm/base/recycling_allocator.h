@@ -6,7 +6,11 @@
 // glibc's slow path (with malloc, about 260 instructions a call).
 //
 // A thread keeps at most kMaxCached blocks: if one thread makes the objects
-// and another drops them, the second frees the surplus. Blocks cached by a
+// and another drops them, the second frees the surplus. The cap is above any
+// number of calls a program keeps in flight (the memory was in use then
+// anyway, as NCCL's pools keep theirs): with 4096, a sweep of 10000 calls
+// issued without waiting took 70 % of its states from malloc and gave them
+// back (about 200 instructions a call). Blocks cached by a
 // thread are freed when it exits. Under AddressSanitizer blocks are not
 // reused, so that a use after free is still caught.
 #pragma once
@@ -20,7 +24,7 @@ namespace loom {
 
 namespace recycling_detail {
 
-inline constexpr size_t kMaxCached = 4096;
+inline constexpr size_t kMaxCached = size_t{1} << 16;
 
 // The blocks this thread freed, of one size. `dead` (a plain thread-local,
 // valid for the whole thread) records that the list was destroyed at thread

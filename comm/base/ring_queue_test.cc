@@ -49,17 +49,17 @@ TEST(RingQueue, PopReleasesTheElement) {
 TEST(RingQueue, ReserveMakesRoomOnceAndKeepsOrder) {
   RingQueue<int> q;
   q.Reserve(100);
-  EXPECT_EQ(q.capacity(), 100u);
-  for (int i = 0; i < 100; ++i) q.push_back(int{i});
-  EXPECT_EQ(q.capacity(), 100u);  // filled without growing
+  EXPECT_EQ(q.capacity(), 128u);  // the next power of two
+  for (int i = 0; i < 128; ++i) q.push_back(int{i});
+  EXPECT_EQ(q.capacity(), 128u);  // filled without growing
   // Wrapped around its end, then given more room: still in order.
   for (int i = 0; i < 60; ++i) q.pop_front();
-  for (int i = 100; i < 150; ++i) q.push_back(int{i});
+  for (int i = 128; i < 170; ++i) q.push_back(int{i});
   q.Reserve(50);  // less than it has: nothing changes
-  EXPECT_EQ(q.capacity(), 100u);
+  EXPECT_EQ(q.capacity(), 128u);
   q.Reserve(300);
-  EXPECT_EQ(q.capacity(), 300u);
-  for (int want = 60; want < 150; ++want) {
+  EXPECT_EQ(q.capacity(), 512u);
+  for (int want = 60; want < 170; ++want) {
     ASSERT_EQ(q.front(), want);
     q.pop_front();
   }
