@@ -75,7 +75,7 @@ Communicator::Impl::~Impl() {
   // The store's reader thread calls back into this object: stop it first.
   store_.reset();
   // Fail anything that never ran.
-  queue_.ForEach([](Op& op) { op.state->Complete(RemoteError("communicator destroyed")); });
+  queue_.ForEach([](Op& op) { op->Finish(RemoteError("communicator destroyed")); });
 }
 
 Deadline Communicator::Impl::OpDeadline() const { return OpDeadline(CoarseNow()); }
@@ -100,29 +100,28 @@ Work Communicator::Impl::Issue(CollArgs args) {
 }
 
 Work Communicator::Impl::Submit(const CollArgs& one) {
-  Op op;
-  op.one = one;
+  Op op = NewState();
+  op->one = one;
   return Enqueue(std::move(op));
 }
 
 Work Communicator::Impl::Submit(std::vector<CollArgs> items, std::shared_ptr<StagedOp> staged) {
-  Op op;
+  Op op = NewState();
   if (items.size() == 1) {
-    op.one = items.front();
+    op->one = items.front();
   } else {
-    op.many = std::move(items);
+    op->many = std::move(items);
   }
-  op.staged = std::move(staged);
+  op->staged = std::move(staged);
   return Enqueue(std::move(op));
 }
 
 Work Communicator::Impl::Enqueue(Op op) {
-  op.state = NewState();
-  op.state->owner = this;
-  Work work(op.state);  // the one reference count taken here
+  op->owner = this;
+  Work work(op);  // the one reference count taken here
   std::unique_lock<std::mutex> lock(q_mu_);
   if (finalized_.load()) {
-    op.state->Complete(InvalidUsage("operation issued after Finalize"));
+    op->Finish(InvalidUsage("operation issued after Finalize"));
     return work;
   }
   queue_.push_back(std::move(op));
@@ -152,19 +151,19 @@ bool Communicator::Impl::RunFront(std::unique_lock<std::mutex>& lock, size_t max
   queued_.store(queue_.size());
   lock.unlock();
   for (Op& op : running_) {
-    const bool device_op = op.staged != nullptr;
+    const bool device_op = op->staged != nullptr;
     if (device_op) device_running_.store(true);
     Status s = AsyncError();
-    if (s.ok() && op.staged) s = device_.AwaitReady(*op.staged, OpDeadline(), abort_);
-    if (s.ok()) s = Execute(op.items());
+    if (s.ok() && device_op) s = device_.AwaitReady(*op->staged, OpDeadline(), abort_);
+    if (s.ok()) s = Execute(op->items());
     if (device_op) device_running_.store(false);
     if (!s.ok()) {
       Fail(s);  // records the error, then releases the streams
-    } else if (op.staged) {
-      device_.Complete(*op.staged);
+    } else if (device_op) {
+      device_.Complete(*op->staged);
       if (release_requested_.load()) device_.ReleaseAll();  // deferred by ReleaseStreams
     }
-    op.state->Complete(s);
+    op->Finish(std::move(s));
   }
   const size_t ran = running_.size();
   running_.clear();
@@ -226,7 +225,7 @@ void Communicator::Impl::HelpUntil(const Work::State* target) {
     // for a batch, not for every op. Another executor: sleep on the Work.
     const size_t limit = std::min(queue_.size(), kWorkerBatch);
     size_t upto = 0;
-    while (upto < limit && queue_.at(upto).state.get() != target) ++upto;
+    while (upto < limit && queue_.at(upto).get() != target) ++upto;
     if (!RunFront(lock, upto < limit ? upto + 1 : limit)) return;
   }
 }

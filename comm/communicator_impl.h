@@ -47,6 +47,26 @@ struct Work::State {
   // State is shared and never changed: a waiter reads it only while the op
   // is pending, when the communicator is alive (contract).
   Communicator::Impl* owner = nullptr;
+  // What the op runs: a single collective (no allocation) or a group's
+  // batch, and its device items staged on user streams (else null). Kept
+  // here, not in a queue entry of its own, so that issuing moves a pointer
+  // and not the arguments (twice), and a call allocates once. Only the
+  // thread that queues it and then the one that runs it touch these;
+  // Finish drops them before the op completes.
+  CollArgs one;
+  std::vector<CollArgs> many;
+  std::shared_ptr<StagedOp> staged;
+  std::span<const CollArgs> items() const {
+    return many.empty() ? std::span<const CollArgs>(&one, 1) : std::span<const CollArgs>(many);
+  }
+
+  // Releases what the op ran (a user may keep the Work long after), then
+  // completes it.
+  void Finish(Status s) {
+    if (!many.empty()) std::vector<CollArgs>().swap(many);
+    staged.reset();
+    Complete(std::move(s));
+  }
 
   void Complete(Status s) {
     status = std::move(s);
@@ -61,16 +81,9 @@ struct Work::State {
 
 class Communicator::Impl {
  public:
-  // One issued operation: a single collective, or a group's batch.
-  struct Op {
-    CollArgs one;                // a single collective (no allocation) ...
-    std::vector<CollArgs> many;  // ... or a batch, when not empty
-    std::shared_ptr<Work::State> state;
-    std::shared_ptr<StagedOp> staged;  // device items staged on user streams, else null
-    std::span<const CollArgs> items() const {
-      return many.empty() ? std::span<const CollArgs>(&one, 1) : std::span<const CollArgs>(many);
-    }
-  };
+  // One issued operation (a single collective, or a group's batch): its
+  // completion state, which holds what it runs.
+  using Op = std::shared_ptr<Work::State>;
 
   Impl() = default;
   ~Impl();
