@@ -22,7 +22,7 @@
 #   --blocking: loom's sweeps call the blocking forms back to back, as the
 #         anchors call MPI and Gloo (loom perf --back-to-back 1); by default
 #         they issue non-blocking calls and wait once, as nccl-tests does,
-#         which adds the queue's bookkeeping to every call (0.1-0.2 us at 8 B)
+#         which adds the queue's bookkeeping to every call (0.07-0.1 us at 8 B)
 #   --rewrite-inputs: before every call both sides write each cache line of
 #         its input back unchanged (loom perf --rewrite-inputs 1, and the MPI
 #         harness built with perf/anchors/mpi_rewrite_inputs.c), as a training
