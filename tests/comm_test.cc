@@ -302,6 +302,41 @@ TEST(Comm, WaitingOnAnOpDeepInTheQueueRunsItAndEveryOpBeforeIt) {
   });
 }
 
+TEST(Comm, TheWorkerRunsOpsNobodyWaitsForAfterEverySleep) {
+  // Nobody calls Wait here, so only the worker runs the ops: it must be
+  // woken for each burst after it went back to sleep (it is woken once per
+  // sleep, not by every op), also when a blocking call held the claim to
+  // execute as the burst was queued.
+  RunRanks(2, [](Communicator& c) {
+    const int rounds = std::getenv("LOOM_TEST_QUICK") != nullptr ? 10 : 40;
+    for (int round = 0; round < rounds; ++round) {
+      const int burst = 1 + round % 5;
+      std::vector<int32_t> in(burst), out(burst, -1);
+      std::vector<Work> works;
+      for (int k = 0; k < burst; ++k) {
+        in[k] = (round + k) * (c.rank() + 1);
+        works.push_back(c.AllReduceAsync(&in[k], &out[k], 1, DataType::kInt32, RedOp::kSum));
+        if (round % 4 == 3 && k == 0) {
+          int32_t one = 1, two = 0;  // a blocking call behind the first op
+          ASSERT_TRUE(c.AllReduce(&one, &two, 1, DataType::kInt32, RedOp::kSum).ok());
+          EXPECT_EQ(two, 2);
+        }
+      }
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (!works.back().Test()) {
+        ASSERT_LT(std::chrono::steady_clock::now(), give_up) << "round " << round;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      for (int k = 0; k < burst; ++k) {
+        EXPECT_TRUE(works[k].Test()) << "round " << round << " op " << k;
+        EXPECT_EQ(out[k], 3 * (round + k)) << "round " << round << " op " << k;
+      }
+      // Long enough for the worker to go back to sleep.
+      std::this_thread::sleep_for(milliseconds(2));
+    }
+  });
+}
+
 TEST(Comm, ABlockingCallBehindQueuedWorkRunsAfterIt) {
   // A blocking call runs on the caller's thread only when nothing is queued
   // or running; the worker may be taking the queued ops at that very moment
