@@ -46,6 +46,12 @@
 #         (default 8M; 0: one sweep). Buffers of 256 MiB made small sizes
 #         vary 1-10 us here: the hypervisor's cost of pages it has evicted
 #   ops: comma list of allreduce,reduce_scatter,allgather (default all three)
+# With 2 ranks bound to cores, every sweep of every side is bracketed by a
+# reading of the 8-byte exchange between the two cores (ring_memory_bench,
+# about 20 ms; modes.r*.txt): a VM's host may move its vCPUs between sharing
+# a physical core and sitting apart within seconds, which changes the time
+# of every implementation's transfers, and the report sets loom against
+# the anchor in the repeats where both sides ran in the same such mode.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -78,7 +84,7 @@ OUT=${OUT:-$root/perf/results/$(date +%Y%m%d-%H%M%S)-$TRANSPORT-np$NP}
 mkdir -p "$OUT"
 # The report reads every result file in $OUT: drop an earlier run's, so a
 # reused --out never mixes another run's operations into this report.
-rm -f "$OUT"/{loom,mpi,gloo}.*.txt "$OUT"/{memcpy,ceiling,link}.r*.txt "$OUT"/report.{txt,csv} \
+rm -f "$OUT"/{loom,mpi,gloo}.*.txt "$OUT"/{memcpy,ceiling,link,modes}.r*.txt "$OUT"/report.{txt,csv} \
   "$OUT"/plot.svg "$OUT"/buffers
 LOOM=$BUILD/tools/loom
 [[ -x $LOOM ]] || { echo "build loom first (scripts/build.sh)" >&2; exit 2; }
@@ -129,6 +135,27 @@ else
   SWEEPS=("$lo $hi")
 fi
 
+# The 8-byte exchange between the two ranks' cores, in us ("nan" where it
+# means nothing: other than 2 ranks bound to cores, or no bench built).
+read_cores() {
+  local us=""
+  if [[ $NP == 2 && $BIND == core && -x $BUILD/perf/ring_memory_bench ]]; then
+    us=$("${RT[@]}" "$BUILD/perf/ring_memory_bench" --bytes 2097152 --reps 1 --cached-sizes 0 \
+      --rounds 100000 2>/dev/null | awk '/^8 B exchange/{print $4; exit}') || true
+  fi
+  echo "${us:-nan}"
+}
+# timed SIDE OP MIN MAX REPEAT -- command...: runs the command between two
+# readings of the cores and notes them in modes.rREPEAT.txt.
+timed() {
+  local side=$1 op=$2 b=$3 e=$4 r=$5 before after
+  shift 6
+  before=$(read_cores)
+  "$@"
+  after=$(read_cores)
+  echo "$side $op $(to_bytes "$b") $(to_bytes "$e") $before $after" >> "$OUT/modes.r$r.txt"
+}
+
 loom_op() { case $1 in allreduce) echo all_reduce ;; reduce_scatter) echo reduce_scatter ;; allgather) echo all_gather ;; esac; }
 
 for ((r = 1; r <= REPEAT; r++)); do
@@ -152,9 +179,11 @@ for ((r = 1; r <= REPEAT; r++)); do
     : > "$OUT/loom.$op.r$r.txt"
     for sweep in "${SWEEPS[@]}"; do
       read -r b e <<<"$sweep"
-      "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/$MPI_BIN" -b "$b" -e "$e" -f "$FACTOR" -n "$ITERS" -o "$op" \
+      timed mpi "$op" "$b" "$e" "$r" -- \
+        "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/$MPI_BIN" -b "$b" -e "$e" -f "$FACTOR" -n "$ITERS" -o "$op" \
         >> "$OUT/mpi.$op.r$r.txt" 2>&1
-      "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" --bind-to "$BIND" -- "$LOOM" perf "$(loom_op "$op")" -b "$b" -e "$e" \
+      timed loom "$op" "$b" "$e" "$r" -- \
+        "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" --bind-to "$BIND" -- "$LOOM" perf "$(loom_op "$op")" -b "$b" -e "$e" \
         -f "$FACTOR" -w 5 -n "$ITERS" "${LOOM_AS_ANCHOR[@]}" "${LOOM_REG[@]}" "${LOOM_CALLS[@]}" "${LOOM_REWRITE[@]}" >> "$OUT/loom.$op.r$r.txt" 2>&1
     done
     if [[ $op == allreduce && $lo -le 8 ]]; then
@@ -165,12 +194,15 @@ for ((r = 1; r <= REPEAT; r++)); do
       # flight at once, first-touch fresh heap for the extra operations'
       # completion states (1000 warm-up: 1.5 us out of place, 0.75 in place,
       # which reuses them; 10000: 0.74 and 0.76).
-      "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/$MPI_BIN" -b 8 -e 8 -w 10000 -n 10000 -B 0 \
+      timed mpi allreduce_lat 8 8 "$r" -- \
+        "${RT[@]}" mpirun "${mpi_args[@]}" "$OUT/anchors/$MPI_BIN" -b 8 -e 8 -w 10000 -n 10000 -B 0 \
         -o allreduce > "$OUT/mpi.allreduce_lat.r$r.txt" 2>&1
-      "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" --bind-to "$BIND" -- "$LOOM" perf all_reduce -b 8 -e 8 \
+      timed loom allreduce_lat 8 8 "$r" -- \
+        "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" --bind-to "$BIND" -- "$LOOM" perf all_reduce -b 8 -e 8 \
         -w 10000 -n 10000 "${LOOM_AS_ANCHOR[@]}" > "$OUT/loom.allreduce_lat.r$r.txt" 2>&1
       # And as the anchor calls it: blocking calls back to back.
-      "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" --bind-to "$BIND" -- "$LOOM" perf all_reduce -b 8 -e 8 \
+      timed loom allreduce_lat_b2b 8 8 "$r" -- \
+        "${RT[@]}" env "${loom_env[@]}" "$LOOM" run -np "$NP" --bind-to "$BIND" -- "$LOOM" perf all_reduce -b 8 -e 8 \
         -w 10000 -n 10000 "${LOOM_AS_ANCHOR[@]}" --back-to-back 1 "${LOOM_REWRITE[@]}" > "$OUT/loom.allreduce_lat_b2b.r$r.txt" 2>&1
     fi
     if [[ $GLOO == 1 && $op == allreduce ]]; then
@@ -178,7 +210,8 @@ for ((r = 1; r <= REPEAT; r++)); do
       : > "$OUT/gloo.$op.r$r.txt"
       for sweep in "${SWEEPS[@]}"; do
         read -r b e <<<"$sweep"
-        BIN=$OUT/anchors/gloo_coll_perf "${RT[@]}" "$ANCHORS/run_gloo.sh" "$NP" \
+        timed gloo "$op" "$b" "$e" "$r" -- \
+          env BIN="$OUT/anchors/gloo_coll_perf" "${RT[@]}" "$ANCHORS/run_gloo.sh" "$NP" \
           -o "$GLOO_ALGOS" -b "$b" -e "$e" -f "$FACTOR" -n "$ITERS" >> "$OUT/gloo.$op.r$r.txt" 2>&1 || true
       done
     fi

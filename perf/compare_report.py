@@ -13,6 +13,17 @@ The allreduce_lat row is the 8 B latency pass (10000 iterations); in
 allreduce_lat_b2b loom makes the same calls blocking and back to back
 (--back-to-back 1), as the anchors do, against the same anchor figures.
 
+The cores' mode (modes.r*.txt, 2 ranks bound to cores): compare.sh reads
+the 8-byte exchange between the two cores before and after every sweep. A
+VM's host may run its two vCPUs on one physical core ("near": a cache line
+changes hands in tens of nanoseconds) or apart (several times as long),
+and switch within seconds; every implementation's transfers change speed
+with it, loom's and the anchors' differently. A sweep ran apart where
+either reading exceeds APART_FACTOR (2.5) times the run's least reading, else
+near. near / apart: the paired ratio over the repeats where both sides'
+sweeps ran near (apart); Gloo near likewise against Gloo's best algorithm
+of each repeat. A machine without such modes runs near throughout.
+
 Two more columns where a ceiling was measured in the same run: %ceil,
 loom's busbw (or, below 1 KiB, its speed: ceiling time over loom's time) as
 a share of the ceiling, and ceil/MPI, the ceiling over Open MPI's figure,
@@ -218,6 +229,56 @@ def paired(size, loom_runs, anchor_runs):
     return statistics.median(ratios) if ratios else float("nan")
 
 
+APART_FACTOR = 2.5
+
+
+def read_modes(out):
+    """(side, op, repeat) -> [(min bytes, max bytes, before us, after us)]
+    from compare.sh's readings of the cores, and the least reading."""
+    modes, least = {}, float("inf")
+    for path in glob.glob(os.path.join(out, "modes.r*.txt")):
+        repeat = os.path.basename(path).split(".")[1]
+        for line in open(path, errors="replace"):
+            f = line.split()
+            if len(f) != 6 or not f[2].isdigit() or not f[3].isdigit():
+                continue
+            try:
+                before, after = float(f[4]), float(f[5])
+            except ValueError:
+                continue
+            modes.setdefault((f[0], f[1], repeat), []).append((int(f[2]), int(f[3]), before, after))
+            least = min([least] + [x for x in (before, after) if x == x and x > 0])
+    return modes, least
+
+
+def mode_of(modes, least, side, op, repeat, size):
+    """"near" or "apart" for the sweep of `side` that timed (op, size) in
+    `repeat`; None where it was not read."""
+    for b, e, before, after in modes.get((side, op, repeat), ()):
+        if b <= size <= e and before == before and after == after and least < float("inf"):
+            return "apart" if max(before, after) > APART_FACTOR * least else "near"
+    return None
+
+
+def paired_in_mode(size, loom_runs, anchor_runs, loom_mode, anchor_mode, mode):
+    """paired() over the repeats where both sides ran in `mode`
+    (loom_mode, anchor_mode: repeat -> mode)."""
+    same = {r: v for r, v in loom_runs.items() if loom_mode(r) == mode and anchor_mode(r) == mode}
+    return paired(size, same, anchor_runs)
+
+
+def gloo_best_runs(gloo_runs, size):
+    """repeat -> (time, busbw) of Gloo's fastest all-reduce algorithm there."""
+    best = {}
+    for (op, sz), runs in gloo_runs.items():
+        if sz != size or not op.startswith("allreduce"):
+            continue
+        for r, (t, bw) in runs.items():
+            if r not in best or t < best[r][0]:
+                best[r] = (t, bw)
+    return best
+
+
 def speedup(size, loom_t, loom_bw, anchor_t, anchor_bw):
     """loom over the anchor, > 1 when loom is faster: busbw ratio, or the time
     ratio below 1 KiB, where busbw rounds to zero."""
@@ -242,6 +303,8 @@ def main():
     mc = memcpy_gbs(out)
     ceil, link, link_copy = ceilings(out), link_times(out), link_times(out, with_copy=True)
     cached, shareable = cached_ceilings(out), shareable_buffers(out)
+    gloo_runs = collect_repeats(out, "gloo")
+    modes, least = read_modes(out)
     if mc:
         print(f"# memcpy 256 MiB, one thread, median of this run: {mc:.2f} GB/s")
     for name in CEILING_SHOWN:
@@ -263,14 +326,23 @@ def main():
     if link_copy:
         sizes = ", ".join(f"{b} B {t:.2f} us" for b, t in sorted(link_copy.items()) if b == 1 << 20)
         print(f"# ceiling, the same exchange plus a copy of the sent bytes (all-gather rows): {sizes}")
+    if modes:
+        readings = [x for v in modes.values() for _, _, a, b in v for x in (a, b) if x == x]
+        apart = [x for x in readings if x > APART_FACTOR * least]
+        near = [x for x in readings if x <= APART_FACTOR * least]
+        text = f"{min(near):.3f}-{max(near):.3f} us (near) in {len(near)}"
+        if apart:
+            text += f", {min(apart):.3f}-{max(apart):.3f} us (apart) in {len(apart)}"
+        print(f"# the cores, 8 B exchange before and after each sweep: {text} of {len(readings)} readings")
     print(f"# {'op':<15}{'size':>11}{'loom us':>11}{'MPI us':>11}{'loom GB/s':>11}{'MPI GB/s':>10}"
-          f"{'loom/MPI':>10}{'paired':>8}{'Gloo GB/s':>11}{'loom/Gloo':>10}{'%memcpy':>9}{'%ceil':>7}{'ceil/MPI':>9}"
-          f"  Gloo best")
+          f"{'loom/MPI':>10}{'paired':>8}{'near':>7}{'apart':>7}{'Gloo GB/s':>11}{'loom/Gloo':>10}"
+          f"{'Gloo near':>10}{'%memcpy':>9}{'%ceil':>7}{'ceil/MPI':>9}  Gloo best")
     with open(os.path.join(out, "report.csv"), "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["op", "bytes", "loom_us", "mpi_us", "loom_busbw", "mpi_busbw", "ratio_busbw",
                     "gloo_us", "gloo_busbw", "gloo_algo", "pct_memcpy", "samples", "pct_ceiling",
-                    "ceiling_over_mpi", "ratio_paired"])
+                    "ceiling_over_mpi", "ratio_paired", "ratio_paired_near", "ratio_paired_apart",
+                    "gloo_ratio_paired_near"])
         for key in sorted(loom, key=lambda k: (k[0], k[1])):
             lt, lb, n = loom[key]
             akey = ("allreduce_lat", key[1]) if key[0] == "allreduce_lat_b2b" else key
@@ -278,6 +350,15 @@ def main():
             galgo, gt, gb = gloo_best(gloo, key[1]) if key[0] == "allreduce" else ("", float("nan"), float("nan"))
             ratio, gratio = speedup(key[1], lt, lb, mt, mb), speedup(key[1], lt, lb, gt, gb)
             pratio = paired(key[1], loom_runs[key], mpi_runs.get(akey, {}))
+            loom_mode = lambda r, k=key: mode_of(modes, least, "loom", k[0], r, k[1])
+            mpi_mode = lambda r, k=akey: mode_of(modes, least, "mpi", k[0], r, k[1])
+            near, apart = (paired_in_mode(key[1], loom_runs[key], mpi_runs.get(akey, {}), loom_mode,
+                                          mpi_mode, m) for m in ("near", "apart"))
+            gnear = float("nan")
+            if key[0] == "allreduce":
+                gloo_mode = lambda r, k=key: mode_of(modes, least, "gloo", k[0], r, k[1])
+                gnear = paired_in_mode(key[1], loom_runs[key], gloo_best_runs(gloo_runs, key[1]),
+                                       loom_mode, gloo_mode, "near")
             pct = 100 * lb / mc if mc else float("nan")
             pct_ceil = ceil_mpi = float("nan")
             c = ceiling_for(key[0], key[1], ceil, link, cached_ceiling(cached, key[1], shareable),
@@ -290,8 +371,10 @@ def main():
                 ceil_mpi = c[1] / mb if mb == mb and mb > 0 else float("nan")
             cols = f"{pct_ceil:>6.0f}%{ceil_mpi:>9.2f}" if c else f"{'':>7}{'':>9}"
             print(f"  {key[0]:<15}{key[1]:>11}{lt:>11.2f}{mt:>11.2f}{lb:>11.3f}{mb:>10.3f}{ratio:>10.2f}"
-                  f"{pratio:>8.2f}{gb:>11.3f}{gratio:>10.2f}{pct:>8.0f}%{cols}  {galgo}")
-            w.writerow([key[0], key[1], lt, mt, lb, mb, ratio, gt, gb, galgo, pct, n, pct_ceil, ceil_mpi, pratio])
+                  f"{pratio:>8.2f}{near:>7.2f}{apart:>7.2f}{gb:>11.3f}{gratio:>10.2f}{gnear:>10.2f}"
+                  f"{pct:>8.0f}%{cols}  {galgo}")
+            w.writerow([key[0], key[1], lt, mt, lb, mb, ratio, gt, gb, galgo, pct, n, pct_ceil, ceil_mpi, pratio,
+                        near, apart, gnear])
 
 
 if __name__ == "__main__":

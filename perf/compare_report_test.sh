@@ -43,6 +43,15 @@ reduce-scatter out of place, streamed 10.00   83%
 # pattern                            us
 8 B exchange                      0.250 us
 EOT
+  # The cores read before and after each sweep (least 0.040 us, apart
+  # above 2.5x that): repeat 1 near on both sides, repeat 2 loom apart and
+  # Open MPI near (left out of both mode columns), repeat 3 both apart.
+  case $r in 1) l="0.040 0.050" m="0.045 0.060" ;; 2) l="0.300 0.040" m="0.050 0.050" ;;
+    3) l="0.050 0.350" m="0.400 0.420" ;; esac
+  cat >"$tmp/modes.r$r.txt" <<EOT
+mpi allgather 8 134217728 $m
+loom allgather 8 134217728 $l
+EOT
   # Reduce-scatter, 128 MiB: Open MPI 1 GB/s busbw, loom 2.5.
   echo "  reduce_scatter    134217728    16777216 float    67108.0     2.000     1.000       0" \
     >"$tmp/mpi.reduce_scatter.r$r.txt"
@@ -68,7 +77,11 @@ row128=$(grep -E '^  allgather +134217728 ' "$tmp/report.txt") || fail "no 128 M
 # 2 MiB: loom/MPI = 6/4; no ceiling columns below 64 MiB.
 read -r -a f2 <<<"$row2"
 [ "${f2[6]}" = 1.50 ] || fail "2 MiB ratio ${f2[6]}, expected 1.50 (median MPI busbw 4)"
-[ "${#f2[@]}" -eq 11 ] || fail "2 MiB row has ${#f2[@]} fields, expected no ceiling columns"
+[ "${#f2[@]}" -eq 14 ] || fail "2 MiB row has ${#f2[@]} fields, expected no ceiling columns"
+# The modes: near is repeat 1's ratio (1.5), apart repeat 3's (6/2 = 3).
+grep -q "the cores, 8 B exchange before and after each sweep: 0.040-0.060 us (near) in 8, 0.300-0.420 us (apart) in 4 of 12 readings" \
+  "$tmp/report.txt" || fail "the cores' readings line"
+[ "${f2[8]} ${f2[9]}" = "1.50 3.00" ] || fail "2 MiB near, apart ${f2[8]} ${f2[9]}, expected 1.50 3.00"
 # 128 MiB: the wrong repeat is left out, loom 3 GB/s over MPI's median 2:
 # 1.50; 3 of the ceiling's 6 is 50%; ceil/MPI = 6/2 = 3.00.
 read -r -a f128 <<<"$row128"
@@ -77,25 +90,25 @@ read -r -a f128 <<<"$row128"
 # (repeat 3): 2.25, where one slow Open MPI repeat moves it but not 1.50.
 [ "${f128[7]}" = 2.25 ] || fail "128 MiB paired ratio ${f128[7]}, expected 2.25"
 [ "${f2[7]}" = 1.50 ] || fail "2 MiB paired ratio ${f2[7]}, expected 1.50 (1.5, 1.5, 3)"
-[ "${f128[11]}" = 50% ] || fail "128 MiB %ceil ${f128[11]}, expected 50%"
-[ "${f128[12]}" = 3.00 ] || fail "128 MiB ceil/MPI ${f128[12]}, expected 3.00"
-tr -d '\r' <"$tmp/report.csv" | grep -q '^allgather,134217728,.*,50.0,3.0,2.25$' || fail "CSV ceiling columns: $(grep 134217728 "$tmp/report.csv")"
+[ "${f128[14]}" = 50% ] || fail "128 MiB %ceil ${f128[14]}, expected 50%"
+[ "${f128[15]}" = 3.00 ] || fail "128 MiB ceil/MPI ${f128[15]}, expected 3.00"
+tr -d '\r' <"$tmp/report.csv" | grep -q '^allgather,134217728,.*,50.0,3.0,2.25,1.5,3.0,nan$' || fail "CSV ceiling columns: $(grep 134217728 "$tmp/report.csv")"
 # The reduce-scatter's ceiling: the faster of its two patterns (10 GB/s
 # algbw), halved: 5 GB/s busbw; loom's 2.5 is 50 %, and 5 / 1 = 5.00x MPI.
 grep -q "ceiling, reduce-scatter out of place, streamed: 5.00 GB/s busbw" "$tmp/report.txt" ||
   fail "reduce-scatter ceiling line"
 rs=$(grep -E '^  reduce_scatter +134217728 ' "$tmp/report.txt") || fail "no reduce-scatter row"
 read -r -a frs <<<"$rs"
-[ "${frs[11]} ${frs[12]}" = "50% 5.00" ] || fail "reduce-scatter %ceil, ceil/MPI ${frs[11]} ${frs[12]}, expected 50% 5.00"
+[ "${frs[14]} ${frs[15]}" = "50% 5.00" ] || fail "reduce-scatter %ceil, ceil/MPI ${frs[14]} ${frs[15]}, expected 50% 5.00"
 # The latency rows against the 8 B exchange (0.25 us): loom's speed as a
 # share of it, and how far it is below Open MPI's 0.60 us.
 lat=$(grep -E '^  allreduce_lat +8 ' "$tmp/report.txt") || fail "no latency row"
 read -r -a fl <<<"$lat"
-[ "${fl[11]}" = 50% ] || fail "latency %ceil ${fl[11]}, expected 50%"
-[ "${fl[12]}" = 2.40 ] || fail "latency ceil/MPI ${fl[12]}, expected 2.40"
+[ "${fl[14]}" = 50% ] || fail "latency %ceil ${fl[14]}, expected 50%"
+[ "${fl[15]}" = 2.40 ] || fail "latency ceil/MPI ${fl[15]}, expected 2.40"
 b2b=$(grep -E '^  allreduce_lat_b2b +8 ' "$tmp/report.txt") || fail "no back-to-back row"
 read -r -a fb <<<"$b2b"
-[ "${fb[11]}" = 100% ] || fail "back-to-back %ceil ${fb[11]}, expected 100%"
+[ "${fb[14]}" = 100% ] || fail "back-to-back %ceil ${fb[14]}, expected 100%"
 
 # The in-cache all-gather ceiling (ring_memory_bench's "all-gather in cache"
 # rows) at 2 MiB: plain buffers take the fastest of process_vm_readv (120
@@ -121,11 +134,11 @@ EOT
   read -r -a fc <<<"$row"
   # loom 174.8 us, Open MPI's median 262 us.
   if [ $buffers = plain ]; then want=(69% 2.18); else want=(29% 5.24); fi
-  [ "${fc[11]}" = "${want[0]}" ] || fail "$buffers %ceil ${fc[11]}, expected ${want[0]}"
-  [ "${fc[12]}" = "${want[1]}" ] || fail "$buffers ceil/MPI ${fc[12]}, expected ${want[1]}"
+  [ "${fc[14]}" = "${want[0]}" ] || fail "$buffers %ceil ${fc[14]}, expected ${want[0]}"
+  [ "${fc[15]}" = "${want[1]}" ] || fail "$buffers ceil/MPI ${fc[15]}, expected ${want[1]}"
   row128=$(grep -E '^  allgather +134217728 ' "$tmp/report.txt") || fail "no 128 MiB row ($buffers)"
   read -r -a fn <<<"$row128"
-  [ "${#fn[@]}" -eq 11 ] || fail "128 MiB has a ceiling where none was timed ($buffers)"
+  [ "${#fn[@]}" -eq 14 ] || fail "128 MiB has a ceiling where none was timed ($buffers)"
 done
 
 # TCP: the link is a plain exchange of what each rank sends (an all-reduce
@@ -152,6 +165,20 @@ EOT
     cat >"$tcp/loom.allgather.r$r.txt" <<EOT
      2097152        262144     float    none      -1   349.53    6.00    3.00      0   349.53    6.00    3.00      0
 EOT
+    # Gloo's best algorithm per repeat at 2 MiB: 2.0, 1.0, 1.2 GB/s busbw
+    # (loom 3.0: 1.5, 3.0, 2.5x), its sweep apart in repeat 2: Gloo near is
+    # the median of 1.5 and 2.5.
+    case $r in 1) g="1048.58 2.000" ;; 2) g="2097.15 1.000" ;; 3) g="1747.63 1.200" ;; esac
+    read -r gt gb <<<"$g"
+    cat >"$tcp/gloo.allreduce.r$r.txt" <<EOT
+  allreduce_ring    2097152      524288 float     2796.20     0.750     0.750       0
+  allreduce_hd      2097152      524288 float     $gt     $gb     $gb       0
+EOT
+    cat >"$tcp/modes.r$r.txt" <<EOT
+mpi allreduce 8 2097152 0.040 0.040
+loom allreduce 8 2097152 0.040 0.040
+gloo allreduce 8 2097152 0.040 $([ $r = 2 ] && echo 0.500 || echo 0.040)
+EOT
     if [ $copy = none ]; then
       cat >"$tcp/link.r$r.txt" <<EOT
 # TCP over 127.0.0.1: 2 processes, each sends and receives the bytes at once
@@ -173,14 +200,15 @@ EOT
   python3 "$here/compare_report.py" "$tcp" >"$tmp/report.txt" 2>&1 || fail "compare_report.py (tcp) exited $?"
   row=$(grep -E "^  allreduce +2097152 " "$tmp/report.txt") || fail "no tcp allreduce 2 MiB row"
   read -r -a ft <<<"$row"
-  [ "${ft[11]}" = 75% ] || fail "tcp allreduce %ceil ${ft[11]}, expected 75% (3 of 4 GB/s)"
-  [ "${ft[12]}" = 2.00 ] || fail "tcp allreduce ceil/MPI ${ft[12]}, expected 2.00"
+  [ "${ft[14]}" = 75% ] || fail "tcp allreduce %ceil ${ft[14]}, expected 75% (3 of 4 GB/s)"
+  [ "${ft[15]}" = 2.00 ] || fail "tcp allreduce ceil/MPI ${ft[15]}, expected 2.00"
+  [ "${ft[12]}" = 2.00 ] || fail "tcp allreduce Gloo near ${ft[12]}, expected 2.00 (1.5 and 2.5)"
   row=$(grep -E "^  allgather +2097152 " "$tmp/report.txt") || fail "no tcp allgather 2 MiB row"
   read -r -a ft <<<"$row"
   if [ $copy = none ]; then want="75% 2.00"; else want="100% 1.50"; fi
-  [ "${ft[11]} ${ft[12]}" = "$want" ] || fail "tcp allgather (+copy $copy) %ceil, ceil/MPI ${ft[11]} ${ft[12]}, expected $want"
+  [ "${ft[14]} ${ft[15]}" = "$want" ] || fail "tcp allgather (+copy $copy) %ceil, ceil/MPI ${ft[14]} ${ft[15]}, expected $want"
 done
 small=$(grep -E '^  allreduce +4096 ' "$tmp/report.txt") || fail "no tcp 4 KiB row"
 read -r -a fs <<<"$small"
-[ "${#fs[@]}" -eq 11 ] || fail "tcp 4 KiB row has ${#fs[@]} fields: no link below 64 KiB"
+[ "${#fs[@]}" -eq 14 ] || fail "tcp 4 KiB row has ${#fs[@]} fields: no link below 64 KiB"
 echo PASS
