@@ -85,12 +85,14 @@ mkdir -p "$OUT"
 # The report reads every result file in $OUT: drop an earlier run's, so a
 # reused --out never mixes another run's operations into this report.
 rm -f "$OUT"/{loom,mpi,gloo}.*.txt "$OUT"/{memcpy,ceiling,link,modes}.r*.txt "$OUT"/report.{txt,csv} \
-  "$OUT"/plot.svg "$OUT"/buffers
+  "$OUT"/plot.svg "$OUT"/buffers "$OUT"/transport
 LOOM=$BUILD/tools/loom
 [[ -x $LOOM ]] || { echo "build loom first (scripts/build.sh)" >&2; exit 2; }
 make -s -C "$ANCHORS" BUILD="$OUT/anchors" >/dev/null
 # Which ceiling the report sets loom's all-gather against (compare_report.py).
 echo "$([[ ${#LOOM_REG[@]} -gt 0 ]] && echo shareable || echo plain)" > "$OUT/buffers"
+# Which goals the report checks (compare_report.py: issue 3's, for 2 ranks).
+echo "$TRANSPORT $NP" > "$OUT/transport"
 export NCCL_SOCKET_IFNAME=lo
 
 [[ $BIND == core || $BIND == none ]] || { echo "compare.sh: --bind takes core or none, got $BIND" >&2; exit 2; }

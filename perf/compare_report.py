@@ -24,6 +24,11 @@ near. near / apart: the paired ratio over the repeats where both sides'
 sweeps ran near (apart); Gloo near likewise against Gloo's best algorithm
 of each repeat. A machine without such modes runs near throughout.
 
+After the table, with 2 ranks, one line per goal of issue 3 for the
+transport (compare.sh's file "transport"; GOALS below): where it holds by
+the paired ratio (or the share of memcpy), and each size where it does
+not, with its near figure and what the ceiling allows there.
+
 Two more columns where a ceiling was measured in the same run: %ceil,
 loom's busbw (or, below 1 KiB, its speed: ceiling time over loom's time) as
 a share of the ceiling, and ceil/MPI, the ceiling over Open MPI's figure,
@@ -279,6 +284,83 @@ def gloo_best_runs(gloo_runs, size):
     return best
 
 
+# Issue 3's goals for 2 ranks, by transport (compare.sh writes it to the
+# file "transport"): (op, least size, largest size, what, threshold), where
+# what is "ratio" (paired busbw ratio, or time below 1 KiB) or "memcpy"
+# (loom's busbw as a share of the run's memcpy rate, %).
+GOALS = {
+    "shm": [(op, 64 << 10, 16 << 20, "ratio", 1.3) for op in ("allreduce", "reduce_scatter", "allgather")]
+    + [(op, 64 << 20, 256 << 20, "memcpy", 60.0) for op in ("allreduce", "reduce_scatter", "allgather")]
+    + [("allreduce_lat", 8, 8, "ratio", 1.0), ("allreduce_lat_b2b", 8, 8, "ratio", 1.0)],
+    "tcp": [(op, 64 << 10, 256 << 20, "ratio", 1.5) for op in ("allreduce", "reduce_scatter", "allgather")]
+    + [("allreduce_lat", 8, 8, "ratio", 1.0), ("allreduce_lat_b2b", 8, 8, "ratio", 1.0),
+       ("allreduce", 0, 1 << 40, "gloo", 1.0)],
+}
+
+
+def read_transport(out):
+    """("shm" or "tcp", ranks) as compare.sh wrote them, or (None, 0)."""
+    try:
+        f = open(os.path.join(out, "transport"), errors="replace").read().split()
+        return f[0], int(f[1])
+    except (OSError, IndexError, ValueError):
+        return None, 0
+
+
+def human(size):
+    """65536 -> "64K", 2097152 -> "2M", 8 -> "8" (powers of 1024, as the sweeps' flags)."""
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return f"{size >> shift}{unit}"
+    return str(size)
+
+
+def goal_lines(transport, rows):
+    """One line per goal of `transport` over the report's rows (dicts with
+    op, size, paired, near, gloo, gloo_near, pct_memcpy, pct_ceil,
+    ceil_mpi): where it holds, and each size where it does not, with the
+    near figure and the ceiling's where there are."""
+    out = []
+    fmt = lambda x: "nan" if x != x else f"{x:.2f}"
+    for op, lo, hi, what, want in GOALS.get(transport, ()):
+        cand = [r for r in rows if r["op"] == op and lo <= r["size"] <= hi]
+        if what == "gloo":
+            cand = [r for r in cand if r["gloo"] == r["gloo"]]
+        if not cand:
+            continue
+        misses = []
+        for r in cand:
+            if what == "memcpy":
+                got, unit = r["pct_memcpy"], "%"
+            elif what == "gloo":
+                got, unit = r["gloo"], "x"
+            else:
+                got, unit = r["paired"], "x"
+            if got == got and got >= want:
+                continue
+            if what == "memcpy":
+                detail = f"{got:.0f}%"
+            elif what == "gloo":
+                detail = f"{fmt(got)}, near {fmt(r['gloo_near'])}"
+            else:
+                detail = f"{fmt(got)}, near {fmt(r['near'])}"
+            if r["pct_ceil"] == r["pct_ceil"] and r["pct_ceil"] > 0:
+                allows = (f"{r['pct_memcpy'] * 100 / r['pct_ceil']:.0f}% of memcpy" if what == "memcpy"
+                          else f"{fmt(r['ceil_mpi'])}x")
+                detail += f"; loom at {r['pct_ceil']:.0f}% of the ceiling, which allows {allows}"
+            misses.append(f"{human(r['size'])} ({detail})")
+        name = {"ratio": f"{op} >= {want}x Open MPI", "memcpy": f"{op} >= {want:.0f}% of memcpy",
+                "gloo": "allreduce ahead of Gloo's best"}[what]
+        span = f"{human(lo)}-{human(hi)}" if lo != hi else human(lo)
+        span = "every size" if what == "gloo" else span + " B"
+        if not misses:
+            verdict = "met" if len(cand) == 1 else f"met at all {len(cand)} sizes"
+        else:
+            verdict = f"met at {len(cand) - len(misses)} of {len(cand)} sizes; not at " + ", ".join(misses)
+        out.append(f"# goal, {name} at {span}: {verdict}")
+    return out
+
+
 def speedup(size, loom_t, loom_bw, anchor_t, anchor_bw):
     """loom over the anchor, > 1 when loom is faster: busbw ratio, or the time
     ratio below 1 KiB, where busbw rounds to zero."""
@@ -337,6 +419,7 @@ def main():
     print(f"# {'op':<15}{'size':>11}{'loom us':>11}{'MPI us':>11}{'loom GB/s':>11}{'MPI GB/s':>10}"
           f"{'loom/MPI':>10}{'paired':>8}{'near':>7}{'apart':>7}{'Gloo GB/s':>11}{'loom/Gloo':>10}"
           f"{'Gloo near':>10}{'%memcpy':>9}{'%ceil':>7}{'ceil/MPI':>9}  Gloo best")
+    rows = []
     with open(os.path.join(out, "report.csv"), "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["op", "bytes", "loom_us", "mpi_us", "loom_busbw", "mpi_busbw", "ratio_busbw",
@@ -375,6 +458,12 @@ def main():
                   f"{pct:>8.0f}%{cols}  {galgo}")
             w.writerow([key[0], key[1], lt, mt, lb, mb, ratio, gt, gb, galgo, pct, n, pct_ceil, ceil_mpi, pratio,
                         near, apart, gnear])
+            rows.append({"op": key[0], "size": key[1], "paired": pratio, "near": near, "gloo": gratio,
+                         "gloo_near": gnear, "pct_memcpy": pct, "pct_ceil": pct_ceil, "ceil_mpi": ceil_mpi})
+    transport, ranks = read_transport(out)
+    if ranks == 2:
+        for line in goal_lines(transport, rows):
+            print(line)
 
 
 if __name__ == "__main__":
