@@ -408,8 +408,8 @@ def main():
     if link_copy:
         sizes = ", ".join(f"{b} B {t:.2f} us" for b, t in sorted(link_copy.items()) if b == 1 << 20)
         print(f"# ceiling, the same exchange plus a copy of the sent bytes (all-gather rows): {sizes}")
-    if modes:
-        readings = [x for v in modes.values() for _, _, a, b in v for x in (a, b) if x == x]
+    readings = [x for v in modes.values() for _, _, a, b in v for x in (a, b) if x == x]
+    if readings:
         apart = [x for x in readings if x > APART_FACTOR * least]
         near = [x for x in readings if x <= APART_FACTOR * least]
         text = f"{min(near):.3f}-{max(near):.3f} us (near) in {len(near)}"

@@ -222,6 +222,13 @@ done
 # TCP's goals: 1.5x at 64K-256M (4 KiB is outside), ahead of Gloo's best.
 grep -qxF "# goal, allreduce >= 1.5x Open MPI at 64K-256M B: met" "$tmp/report.txt" || fail "tcp all-reduce goal"
 grep -qxF "# goal, allreduce ahead of Gloo's best at every size: met" "$tmp/report.txt" || fail "tcp Gloo goal"
+# Unread cores (more than 2 ranks, or unbound): no readings line, no modes.
+for r in 1 2 3; do sed -i 's/ [0-9.]* [0-9.]*$/ nan nan/' "$tcp/modes.r$r.txt"; done
+python3 "$here/compare_report.py" "$tcp" >"$tmp/report.txt" 2>&1 || fail "compare_report.py (tcp, unread cores) exited $?"
+grep -q "the cores, 8 B exchange" "$tmp/report.txt" && fail "a readings line from unread cores"
+row=$(grep -E "^  allreduce +2097152 " "$tmp/report.txt") || fail "no tcp allreduce 2 MiB row (unread cores)"
+read -r -a ft <<<"$row"
+[ "${ft[8]} ${ft[9]}" = "nan nan" ] || fail "near, apart from unread cores: ${ft[8]} ${ft[9]}"
 rm "$tcp/transport"
 python3 "$here/compare_report.py" "$tcp" >"$tmp/report.txt" 2>&1 || fail "compare_report.py (tcp, no transport) exited $?"
 grep -q '^# goal' "$tmp/report.txt" && fail "goal lines without a transport file"
