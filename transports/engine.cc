@@ -359,12 +359,10 @@ Status Engine::SmallWait(OpKind kind, size_t bytes, uint8_t step, Deadline deadl
     if (missing == 0) return Status::Ok();
     LOOM_TRY(AbortStatus());
     if (PollAgain(moved, spin)) continue;
-    std::string who;
     int first_missing = -1;
     for (size_t p = 0; p < n; ++p) {
       if (have(p)) continue;
       if (first_missing < 0) first_missing = static_cast<int>(p);
-      who += (who.empty() ? "" : ", ") + connections_[p]->Describe() + WaitChain(*connections_[p]);
       // A message from a peer that has not published its part: it runs
       // another operation here (once it had published it could be ahead,
       // in the next operation, legitimately; it publishes before sending).
@@ -378,6 +376,14 @@ Status Engine::SmallWait(OpKind kind, size_t bytes, uint8_t step, Deadline deadl
       }
     }
     if (deadline.expired()) {
+      // Described only now: building it before every nap cost a string and
+      // its allocations each time a wait outlasted the spin.
+      std::string who;
+      for (size_t p = 0; p < n; ++p) {
+        if (have(p)) continue;
+        who +=
+            (who.empty() ? "" : ", ") + connections_[p]->Describe() + WaitChain(*connections_[p]);
+      }
       return TimeoutError("no progress before the deadline; still waiting on " + who +
                           " for its part of " + DescribeSmall(kind, bytes, step) +
                           " (raise LOOM_TIMEOUT_MS if the peer is only slow)");

@@ -59,7 +59,9 @@ struct Pair {
 
 enum class Kind { kShm, kTcp, kTcpStriped };
 
-std::unique_ptr<Pair> MakePair(Kind kind, size_t fifo = 1 << 16, int nsocks = 1) {
+// small: shared-memory engines also get their small-collective slots.
+std::unique_ptr<Pair> MakePair(Kind kind, size_t fifo = 1 << 16, int nsocks = 1,
+                               bool small = false) {
   auto p = std::make_unique<Pair>();
   ThreadExchange ex(2);
   static int serial = 0;
@@ -104,6 +106,7 @@ std::unique_ptr<Pair> MakePair(Kind kind, size_t fifo = 1 << 16, int nsocks = 1)
     o.rank = r;
     o.spin_us = 20;
     o.doorbell = p->shm[r] ? p->shm[r]->doorbell() : nullptr;
+    if (small && p->shm[r]) o.small_slots = p->shm[r]->small_slots();
     o.abort = &p->abort;
     p->engine[r] = std::make_unique<Engine>(o, std::move(v));
   }
@@ -393,6 +396,21 @@ TEST(ShmTransport, ARankWaitingOnThePeerThatTimesOutIsNamed) {
   EXPECT_EQ(s1.code(), Code::kTimeout) << s1.ToString();
   EXPECT_NE(s1.message().find("via SHM), which is waiting on this rank"), std::string::npos)
       << s1.message();
+}
+
+TEST(ShmTransport, ASmallCollectiveThatTimesOutNamesThePeerItWaitsFor) {
+  // Rank 1 never publishes its part: rank 0 spins, naps on its doorbell,
+  // and at the deadline names rank 1 and the operation.
+  auto p = MakePair(Kind::kShm, 1 << 16, 1, /*small=*/true);
+  ASSERT_TRUE(p->engine[0]->small_collectives());
+  const double mine = 1.0;
+  auto r = p->engine[0]->SmallExchange(OpKind::kAllReduce, &mine, sizeof(mine),
+                                       Deadline::After(std::chrono::milliseconds(100)));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kTimeout) << r.status().ToString();
+  const std::string& m = r.status().message();
+  EXPECT_NE(m.find("still waiting on rank 1 ("), std::string::npos) << m;
+  EXPECT_NE(m.find(" for its part of "), std::string::npos) << m;
 }
 
 TEST(ShmTransport, ASleepingRankPublishesWhomItWaitsOnUntilItsRunEnds) {
