@@ -167,10 +167,10 @@ for ((r = 1; r <= REPEAT; r++)); do
     # The ceiling: the memory traffic of the 2-rank ring all-reduce and
     # reduce-scatter and of a one-copy all-gather alone, both cores at once,
     # and the all-gather's patterns over the same buffers again and again,
-    # also at 4 and 8 MiB, where both ranks' working set leaves the L3
-    # (perf/ring_memory_bench.cc).
+    # from 64 KiB (the goals' least size) and also at 4 and 8 MiB, where
+    # both ranks' working set leaves the L3 (perf/ring_memory_bench.cc).
     "${RT[@]}" "$BUILD/perf/ring_memory_bench" --reps 3 \
-      --cached-sizes 262144,2097152,4194304,8388608,16777216 > "$OUT/ceiling.r$r.txt" 2>&1 || true
+      --cached-sizes 65536,262144,2097152,4194304,8388608,16777216 > "$OUT/ceiling.r$r.txt" 2>&1 || true
   fi
   if [[ $TRANSPORT == tcp && $NP == 2 && -x $BUILD/perf/tcp_exchange_bench ]]; then
     # The link: two processes exchanging the same bytes over loopback.
