@@ -330,12 +330,7 @@ def goal_lines(transport, rows):
             continue
         misses = []
         for r in cand:
-            if what == "memcpy":
-                got, unit = r["pct_memcpy"], "%"
-            elif what == "gloo":
-                got, unit = r["gloo"], "x"
-            else:
-                got, unit = r["paired"], "x"
+            got = r["pct_memcpy"] if what == "memcpy" else r["gloo"] if what == "gloo" else r["paired"]
             if got == got and got >= want:
                 continue
             if what == "memcpy":

@@ -6,7 +6,9 @@
 # reduce-scatter's: the faster of its two patterns), the in-cache
 # all-gather's at the sizes it timed (by buffer kind), its 8-byte exchange
 # for the latency rows, and TCP's plain exchange (tcp_exchange_bench) of the
-# bytes each collective moves.
+# bytes each collective moves; the cores' modes (near / apart / Gloo near
+# over the repeats where both sides ran in that mode, nothing from unread
+# cores) and the goal lines of issue 3.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
