@@ -58,6 +58,8 @@ import os
 import statistics
 import sys
 
+from plot import size_label  # perf/plot.py: 65536 -> "64K", as the sweeps' flags
+
 LOOM_OPS = {"all_reduce": "allreduce", "reduce_scatter": "reduce_scatter", "all_gather": "allgather"}
 
 
@@ -307,14 +309,6 @@ def read_transport(out):
         return None, 0
 
 
-def human(size):
-    """65536 -> "64K", 2097152 -> "2M", 8 -> "8" (powers of 1024, as the sweeps' flags)."""
-    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
-        if size >= 1 << shift and size % (1 << shift) == 0:
-            return f"{size >> shift}{unit}"
-    return str(size)
-
-
 def goal_lines(transport, rows):
     """One line per goal of `transport` over the report's rows (dicts with
     op, size, paired, near, gloo, gloo_near, pct_memcpy, pct_ceil,
@@ -343,10 +337,10 @@ def goal_lines(transport, rows):
                 allows = (f"{r['pct_memcpy'] * 100 / r['pct_ceil']:.0f}% of memcpy" if what == "memcpy"
                           else f"{fmt(r['ceil_mpi'])}x")
                 detail += f"; loom at {r['pct_ceil']:.0f}% of the ceiling, which allows {allows}"
-            misses.append(f"{human(r['size'])} ({detail})")
+            misses.append(f"{size_label(r['size'])} ({detail})")
         name = {"ratio": f"{op} >= {want}x Open MPI", "memcpy": f"{op} >= {want:.0f}% of memcpy",
                 "gloo": "allreduce ahead of Gloo's best"}[what]
-        span = f"{human(lo)}-{human(hi)}" if lo != hi else human(lo)
+        span = f"{size_label(lo)}-{size_label(hi)}" if lo != hi else size_label(lo)
         span = "every size" if what == "gloo" else span + " B"
         if not misses:
             verdict = "met" if len(cand) == 1 else f"met at all {len(cand)} sizes"
