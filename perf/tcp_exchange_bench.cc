@@ -13,10 +13,11 @@
 // bound: more sockets could do better.
 //
 // Each size runs in four setups and the fastest is printed (all four with
-// --verbose): the kernel's default socket buffers or loom's fixed ones for
-// connections that stay on the host (transports/tcp/connection.h), and one
-// socket carrying both directions or one socket per direction (what loom
-// does since this tool showed the difference). Each size is also timed
+// --verbose): the kernel's default socket buffers or loom's for connections
+// that stay on the host (fixed, the send buffer by message size:
+// transports/tcp/connection.h), and one socket carrying both directions or
+// one socket per direction (what loom does since this tool showed the
+// difference). Each size is also timed
 // with a copy of the sent bytes into a third buffer, before the exchange,
 // each piece as the socket takes it, or a slice at a time while the sockets
 // are idle ("us +copy", the fastest in any setup): an out-of-place
@@ -50,7 +51,11 @@
 #include <thread>
 #include <vector>
 
+#include "transports/tcp/connection.h"
+
 namespace {
+
+using loom::TcpConnection;
 
 using Clock = std::chrono::steady_clock;
 
@@ -73,7 +78,8 @@ Buffer MakeTouched(size_t bytes) {
 
 // A connected pair over 127.0.0.1, both ends non-blocking with TCP_NODELAY;
 // loom_buffers: the send and receive buffers loom gives a connection that
-// stays on the host (132 KiB and 1 MiB); otherwise the kernel's defaults,
+// stays on the host (TcpConnection's: the send buffer then follows the
+// message size, LoomSendBuffer); otherwise the kernel's defaults,
 // autotuned.
 std::pair<int, int> ConnectedPair(bool loom_buffers) {
   const int lfd = socket(AF_INET, SOCK_STREAM, 0);
@@ -95,8 +101,11 @@ std::pair<int, int> ConnectedPair(bool loom_buffers) {
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (loom_buffers) {
-      const int sndbuf = 132 << 10, rcvbuf = 1 << 20;
-      setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+      const int sndbuf = TcpConnection::kLocalSendBufferBytes;
+      const int rcvbuf = TcpConnection::kLocalReceiveBufferBytes;
+      if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) != 0) {
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+      }
       if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)) != 0) {
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
       }
@@ -105,6 +114,15 @@ std::pair<int, int> ConnectedPair(bool loom_buffers) {
     fcntl(fd, F_SETFL, flags | O_NONBLOCK);
   }
   return {a, b};
+}
+
+// The send buffer loom gives such a socket while it sends messages of
+// `bytes` (TcpConnection::LocalSendBufferFor).
+void LoomSendBuffer(int fd, size_t bytes) {
+  const int sndbuf = TcpConnection::LocalSendBufferFor(bytes);
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) != 0) {
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+  }
 }
 
 // A copy of the rank's own block into its output, made with an exchange
@@ -305,6 +323,7 @@ int main(int argc, char** argv) {
       for (int c = 0; c < kConfigs; ++c) {
         if (only >= 0 && c != only) continue;
         const Config& config = configs[c];
+        if (config.loom_buffers) LoomSendBuffer(config.send_fd(me), bytes);
         auto time = [&](OwnCopy::When when) {
           const OwnCopy copy{when, own_buf.get(), when == OwnCopy::When::kNone ? 0 : bytes};
           return TimeExchange(

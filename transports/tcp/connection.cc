@@ -92,6 +92,21 @@ void TcpConnection::FixReceiveBuffer(int fd) {
   });
 }
 
+// SO_SNDBUF is cut to net.core.wmem_max (212992 bytes by default, below the
+// large size): SO_SNDBUFFORCE where permitted, else what the cap allows.
+void TcpConnection::SetSendBuffer(int fd, int bytes) {
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) == 0) return;
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+}
+
+void TcpConnection::FitSendBuffer(Socket& sock, size_t bytes) {
+  if (sock.sndbuf == 0) return;
+  const int want = LocalSendBufferFor(bytes);
+  if (want == sock.sndbuf) return;
+  SetSendBuffer(sock.fd, want);
+  sock.sndbuf = want;
+}
+
 size_t TcpConnection::Share(size_t bytes, int s, int n) {
   const size_t full = bytes / U, rem = bytes % U;
   size_t units = full / n + (static_cast<size_t>(s) < full % n ? 1 : 0);
@@ -129,11 +144,13 @@ TcpConnection::TcpConnection(int peer, bool lower, std::string peer_host, std::s
     fcntl(fd, F_SETFL, flags | O_NONBLOCK);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    Socket& sock = socks_.emplace_back();
+    sock.fd = fd;
     if (StaysOnHost(fd)) {
-      setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kLocalSendBufferBytes, sizeof(kLocalSendBufferBytes));
+      SetSendBuffer(fd, kLocalSendBufferBytes);
+      sock.sndbuf = kLocalSendBufferBytes;
       FixReceiveBuffer(fd);
     }
-    socks_.push_back(Socket{fd, {}, 0});
   }
 }
 
@@ -308,15 +325,17 @@ Result<bool> TcpConnection::RecvHeader(Lane& l, Posted& p) {
 Result<bool> TcpConnection::SendOn(Lane& l, int s) {
   bool moved = false;
   const int n = l.nsend();
-  const int fd = socks_[l.send_socks[s]].fd;
+  Socket& sock = socks_[l.send_socks[s]];
+  const int fd = sock.fd;
   for (Posted& p : l.sends) {
     Transfer* t = p.t;
+    const size_t share = Share(t->bytes, s, n);
+    if (p.moved[s] < share) FitSendBuffer(sock, share);
     if (s == 0 && !t->header_done) {
       LOOM_ASSIGN_OR_RETURN(bool m, SendHeader(l, p));
       moved |= m;
       if (!t->header_done) return moved;
     }
-    const size_t share = Share(t->bytes, s, n);
     while (p.moved[s] < share) {
       const size_t g = MessageOffset(p.moved[s], s, n);
       const size_t unit_end = UnitEnd(g, t->bytes, n);

@@ -43,6 +43,20 @@ class TcpConnection final : public Connection {
   // 2026-12-06 15:22). Connections between hosts keep autotuning, which the
   // bandwidth-delay product needs.
   static constexpr int kLocalSendBufferBytes = 132 << 10;
+  // A socket's send buffer while it carries a message share of at least
+  // kLargeSendMessageBytes: once the receive buffer was fixed (below),
+  // larger send buffers made such messages 10-25 % faster (all-reduces of
+  // 1-16 MiB on 2 ranks, all-gathers and reduce-scatters of 2-16 MiB), and
+  // 384 KiB beat 512 KiB at 4-16 MiB; but the in-place all-gather of 512
+  // KiB (256 KiB messages) took 30 % longer with it, so smaller messages
+  // keep kLocalSendBufferBytes (docs/performance-log.md, 2026-12-07 07:47).
+  static constexpr int kLocalLargeSendBufferBytes = 384 << 10;
+  static constexpr size_t kLargeSendMessageBytes = size_t{512} << 10;
+  // The send buffer a socket that stays on the host gets for a message
+  // share of `bytes`.
+  static constexpr int LocalSendBufferFor(size_t bytes) {
+    return bytes >= kLargeSendMessageBytes ? kLocalLargeSendBufferBytes : kLocalSendBufferBytes;
+  }
   // Receive buffer for such a connection, fixed too (which turns the
   // kernel's autotuning off). Autotuned, it grew to 3-33 MiB, and between
   // one process in seven and one in two ran its whole life in a slow mode:
@@ -83,6 +97,8 @@ class TcpConnection final : public Connection {
  private:
   // Sets kLocalReceiveBufferBytes on `fd` where the kernel allows it.
   static void FixReceiveBuffer(int fd);
+  // Sets SO_SNDBUF, past net.core.wmem_max where the kernel allows it.
+  static void SetSendBuffer(int fd, int bytes);
 
   struct Posted {
     Transfer* t = nullptr;
@@ -131,12 +147,18 @@ class TcpConnection final : public Connection {
   };
   struct Socket {
     int fd = -1;
+    // The send buffer set on a socket that stays on the host (one of the
+    // LocalSendBufferFor sizes); 0 on one left to autotuning.
+    int sndbuf = 0;
     // Reduce-on-receive staging: bytes [bounce_head, bounce_head + bounce_fill)
     // arrived and are not reduced yet.
     std::vector<char> bounce;
     size_t bounce_head = 0;
     size_t bounce_fill = 0;
   };
+  // Gives a socket that stays on the host the send buffer for a message
+  // share of `bytes` (a system call only when that changes it).
+  static void FitSendBuffer(Socket& sock, size_t bytes);
   // A header as it travels: its lane's first header_bytes of this. The
   // kernel copies a send into its socket pages where the previous one ended,
   // so after a 16-byte header a payload lands 16 bytes off its buffer's

@@ -335,5 +335,73 @@ TEST(TcpTransport, LoopbackStaysOnHost) {
   for (int fd : {s, lfd, unix_pair[0], unix_pair[1]}) close(fd);
 }
 
+// On such a socket a message share of kLargeSendMessageBytes or more is sent
+// with the large send buffer, and a smaller one after it with the small
+// buffer again; every byte arrives either way.
+TEST(TcpTransport, LoopbackSendBufferFollowsTheMessageSize) {
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(lfd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(lfd, 1), 0);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int c = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(c, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  const int s = accept(lfd, nullptr, nullptr);
+  ASSERT_GE(s, 0);
+  close(lfd);
+  // The buffer the kernel reports for a request of `bytes`: doubled, and
+  // without CAP_NET_ADMIN cut to net.core.wmem_max first.
+  const int probe = socket(AF_INET, SOCK_STREAM, 0);
+  const int large = TcpConnection::kLocalLargeSendBufferBytes;
+  const bool forced = setsockopt(probe, SOL_SOCKET, SO_SNDBUFFORCE, &large, sizeof(large)) == 0;
+  close(probe);
+  long wmem_max = 0;
+  if (FILE* f = std::fopen("/proc/sys/net/core/wmem_max", "r")) {
+    if (std::fscanf(f, "%ld", &wmem_max) != 1) wmem_max = 0;
+    std::fclose(f);
+  }
+  auto expected = [&](int bytes) {
+    return 2 * (forced ? bytes : static_cast<int>(std::min<long>(bytes, wmem_max)));
+  };
+  auto sndbuf = [](int fd) {
+    int v = 0;
+    socklen_t l = sizeof(v);
+    EXPECT_EQ(getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &l), 0);
+    return v;
+  };
+  TcpConnection sender(1, true, "here", "NET/Socket/lo", {c});
+  TcpConnection receiver(0, false, "here", "NET/Socket/lo", {s});
+  EXPECT_EQ(sndbuf(c), expected(TcpConnection::kLocalSendBufferBytes));
+  for (const size_t bytes : {TcpConnection::kLargeSendMessageBytes, size_t{64} << 10}) {
+    SCOPED_TRACE(bytes);
+    std::vector<char> src(bytes), dst(bytes, 0);
+    for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<char>(i * 13 + bytes);
+    Transfer send, recv;
+    send.dir = Transfer::Dir::kSend;
+    send.src = src.data();
+    send.bytes = bytes;
+    recv.dir = Transfer::Dir::kRecv;
+    recv.dst = dst.data();
+    recv.bytes = bytes;
+    sender.PostSend(&send);
+    receiver.PostRecv(&recv);
+    for (int i = 0; i < 1000000 && !(sender.idle() && receiver.idle()); ++i) {
+      for (TcpConnection* conn : {&sender, &receiver}) {
+        auto r = conn->Progress();
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+      }
+    }
+    ASSERT_TRUE(sender.idle() && receiver.idle());
+    EXPECT_EQ(dst, src);
+    EXPECT_EQ(sndbuf(c), expected(TcpConnection::LocalSendBufferFor(bytes)));
+  }
+  EXPECT_NE(TcpConnection::LocalSendBufferFor(TcpConnection::kLargeSendMessageBytes),
+            TcpConnection::LocalSendBufferFor(TcpConnection::kLargeSendMessageBytes - 1));
+}
+
 }  // namespace
 }  // namespace loom
