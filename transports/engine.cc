@@ -259,9 +259,9 @@ Status Engine::AfterGrace(Status gone, Deadline deadline) {
   return Status::Ok();
 }
 
-Status Engine::NapOnDoorbell(int64_t cap_us, Deadline deadline,
-                             const std::function<Result<bool>()>& recheck,
-                             const std::function<Status()>& checks) {
+template <typename Recheck, typename Checks>
+Status Engine::NapOnDoorbell(int64_t cap_us, Deadline deadline, Recheck&& recheck,
+                             Checks&& checks) {
   Doorbell* bell = options_.doorbell;
   const uint32_t seen = bell->counter.load(std::memory_order_seq_cst);
   bell->sleeping.fetch_add(1, std::memory_order_seq_cst);

@@ -127,10 +127,11 @@ class Engine {
   Status AbortStatus() const;  // not OK once the communicator is aborted
   // Sleeps on this rank's doorbell for at most cap_us (and the deadline):
   // announces the nap, then runs `recheck` (true: something moved, no nap)
-  // and `checks` (an error ends the wait) before the futex.
-  Status NapOnDoorbell(int64_t cap_us, Deadline deadline,
-                       const std::function<Result<bool>()>& recheck,
-                       const std::function<Status()>& checks);
+  // and `checks` (an error ends the wait) before the futex. Callables, not
+  // std::functions: their captures would be allocated on every nap.
+  // Defined in engine.cc, its only user.
+  template <typename Recheck, typename Checks>
+  Status NapOnDoorbell(int64_t cap_us, Deadline deadline, Recheck&& recheck, Checks&& checks);
   // `gone` (a vanished peer) once it has lasted kPeerGoneGrace, else OK.
   Status AfterGrace(Status gone, Deadline deadline);
   int PeerOf(const Connection* c) const;  // -1 if not ours
