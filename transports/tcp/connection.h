@@ -45,11 +45,11 @@ class TcpConnection final : public Connection {
   static constexpr int kLocalSendBufferBytes = 132 << 10;
   // A socket's send buffer while it carries a message share of at least
   // kLargeSendMessageBytes: once the receive buffer was fixed (below),
-  // larger send buffers made such messages 10-25 % faster (all-reduces of
-  // 1-16 MiB on 2 ranks, all-gathers and reduce-scatters of 2-16 MiB), and
-  // 384 KiB beat 512 KiB at 4-16 MiB; but the in-place all-gather of 512
-  // KiB (256 KiB messages) took 30 % longer with it, so smaller messages
-  // keep kLocalSendBufferBytes (docs/performance-log.md, 2026-12-07 07:47).
+  // larger send buffers made 2-rank all-reduces, reduce-scatters and
+  // all-gathers of 1-128 MiB on loopback mostly 5-20 % faster, and 384 KiB
+  // beat 512 KiB at 4-16 MiB; but the in-place all-gather of 512 KiB (256
+  // KiB messages) took 30 % longer with it, so smaller messages keep
+  // kLocalSendBufferBytes (docs/performance-log.md, 2026-12-07 07:35).
   static constexpr int kLocalLargeSendBufferBytes = 384 << 10;
   static constexpr size_t kLargeSendMessageBytes = size_t{512} << 10;
   // The send buffer a socket that stays on the host gets for a message
