@@ -283,22 +283,32 @@ TEST_F(TcpLanes, AMessageOnTheOtherLaneIsANamedMismatch) {
   }
 }
 
-// A connection on loopback is recognised as staying on the host; a socket
-// that is not TCP/IP, or not connected, is not.
-TEST(TcpTransport, LoopbackStaysOnHost) {
-  int lfd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(lfd, 0);
+// A socket listening on 127.0.0.1 and a connection to it.
+struct LoopbackSockets {
+  int listener = -1, client = -1, server = -1;
+};
+void ConnectOnLoopback(LoopbackSockets* out) {
+  out->listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(out->listener, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(lfd, 1), 0);
+  ASSERT_EQ(bind(out->listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(out->listener, 1), 0);
   socklen_t len = sizeof(a);
-  ASSERT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  int c = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_EQ(connect(c, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  int s = accept(lfd, nullptr, nullptr);
-  ASSERT_GE(s, 0);
+  ASSERT_EQ(getsockname(out->listener, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  out->client = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(out->client, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  out->server = accept(out->listener, nullptr, nullptr);
+  ASSERT_GE(out->server, 0);
+}
+
+// A connection on loopback is recognised as staying on the host; a socket
+// that is not TCP/IP, or not connected, is not.
+TEST(TcpTransport, LoopbackStaysOnHost) {
+  LoopbackSockets socks;
+  ASSERT_NO_FATAL_FAILURE(ConnectOnLoopback(&socks));
+  const int lfd = socks.listener, c = socks.client, s = socks.server;
   EXPECT_TRUE(TcpConnection::StaysOnHost(c));
   EXPECT_TRUE(TcpConnection::StaysOnHost(s));
   EXPECT_FALSE(TcpConnection::StaysOnHost(lfd));  // listening: no peer
@@ -339,20 +349,10 @@ TEST(TcpTransport, LoopbackStaysOnHost) {
 // with the large send buffer, and a smaller one after it with the small
 // buffer again; every byte arrives either way.
 TEST(TcpTransport, LoopbackSendBufferFollowsTheMessageSize) {
-  int lfd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(lfd, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(lfd, 1), 0);
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  const int c = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_EQ(connect(c, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  const int s = accept(lfd, nullptr, nullptr);
-  ASSERT_GE(s, 0);
-  close(lfd);
+  LoopbackSockets socks;
+  ASSERT_NO_FATAL_FAILURE(ConnectOnLoopback(&socks));
+  close(socks.listener);
+  const int c = socks.client, s = socks.server;
   // The buffer the kernel reports for a request of `bytes`: doubled, and
   // without CAP_NET_ADMIN cut to net.core.wmem_max first.
   const int probe = socket(AF_INET, SOCK_STREAM, 0);
