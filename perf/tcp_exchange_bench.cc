@@ -101,11 +101,8 @@ std::pair<int, int> ConnectedPair(bool loom_buffers) {
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (loom_buffers) {
-      const int sndbuf = TcpConnection::kLocalSendBufferBytes;
+      TcpConnection::SetSendBuffer(fd, TcpConnection::kLocalSendBufferBytes);
       const int rcvbuf = TcpConnection::kLocalReceiveBufferBytes;
-      if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) != 0) {
-        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
-      }
       if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)) != 0) {
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
       }
@@ -119,10 +116,7 @@ std::pair<int, int> ConnectedPair(bool loom_buffers) {
 // The send buffer loom gives such a socket while it sends messages of
 // `bytes` (TcpConnection::LocalSendBufferFor).
 void LoomSendBuffer(int fd, size_t bytes) {
-  const int sndbuf = TcpConnection::LocalSendBufferFor(bytes);
-  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) != 0) {
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
-  }
+  TcpConnection::SetSendBuffer(fd, TcpConnection::LocalSendBufferFor(bytes));
 }
 
 // A copy of the rank's own block into its output, made with an exchange
