@@ -235,7 +235,7 @@ const BoolParam kShmSmall("SHM_SMALL", "1", false,
     "in shared memory instead of messages; 0 = always messages");
 // 1 MiB, not NCCL's 4 MiB: a FIFO that stays in the receiving core's L2
 // moved 2 MiB-128 MiB collectives 1.4-2x faster on the development VM
-// (docs/PERFORMANCE.md, "The shared-memory FIFO's size").
+// (docs/performance-log.md, "The shared-memory FIFO's size").
 const IntParam kBuffsize("BUFFSIZE", "1048576", true,
     "Bytes of each per-peer, per-direction shared-memory FIFO");
 const StringParam kAlgo("ALGO", "", true,
