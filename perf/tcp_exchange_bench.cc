@@ -102,10 +102,7 @@ std::pair<int, int> ConnectedPair(bool loom_buffers) {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (loom_buffers) {
       TcpConnection::SetSendBuffer(fd, TcpConnection::kLocalSendBufferBytes);
-      const int rcvbuf = TcpConnection::kLocalReceiveBufferBytes;
-      if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)) != 0) {
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-      }
+      TcpConnection::FixReceiveBuffer(fd);
     }
     const int flags = fcntl(fd, F_GETFL, 0);
     fcntl(fd, F_SETFL, flags | O_NONBLOCK);

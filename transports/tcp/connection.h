@@ -93,14 +93,13 @@ class TcpConnection final : public Connection {
   // Whether connected socket `fd` never leaves this host (its peer address
   // is its own, or loopback): such sockets get fixed buffers.
   static bool StaysOnHost(int fd);
-  // Sets SO_SNDBUF, past net.core.wmem_max where the kernel allows it
-  // (public for perf/tcp_exchange_bench, which mirrors loom's setup).
+  // Sets SO_SNDBUF, past net.core.wmem_max where the kernel allows it, and
+  // kLocalReceiveBufferBytes as the receive buffer where the kernel allows
+  // it (public for perf/tcp_exchange_bench, which mirrors loom's setup).
   static void SetSendBuffer(int fd, int bytes);
-
- private:
-  // Sets kLocalReceiveBufferBytes on `fd` where the kernel allows it.
   static void FixReceiveBuffer(int fd);
 
+ private:
   struct Posted {
     Transfer* t = nullptr;
     std::vector<size_t> moved;  // per socket of its direction: bytes of its share done
