@@ -49,6 +49,24 @@ bool Work::Test() const {
   return state_->done.load(std::memory_order_acquire) != 0;
 }
 
+Status Work::OnComplete(std::function<void(const Status&)> callback) const {
+  if (state_ == nullptr) return InvalidUsage("OnComplete on an empty Work handle");
+  if (!callback) return InvalidArgument("OnComplete needs a callback, got an empty function");
+  State& st = *state_;
+  if (st.done.load(std::memory_order_acquire) != 0) {
+    callback(st.status);
+    return Status::Ok();
+  }
+  {
+    std::lock_guard<std::mutex> lock(st.callbacks_mu);
+    st.callbacks.push_back(std::move(callback));
+  }
+  // Pairs with Complete's store of done (see there).
+  st.has_callbacks.store(1, std::memory_order_seq_cst);
+  if (st.done.load(std::memory_order_seq_cst) != 0) st.RunCallbacks();
+  return Status::Ok();
+}
+
 namespace {
 // Every non-blocking call makes one; the allocator keeps freed ones for reuse.
 std::shared_ptr<Work::State> NewState() {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -76,6 +77,23 @@ struct Work::State {
     if (sleepers.load(std::memory_order_seq_cst) != 0) {
       Futex(&done, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr);
     }
+    // The same pairing with OnComplete's store of has_callbacks and its
+    // re-check of done: a callback added meanwhile is run by one of the two.
+    if (has_callbacks.load(std::memory_order_seq_cst) != 0) RunCallbacks();
+  }
+
+  // Work::OnComplete. Callbacks wait here until the op completes; whoever
+  // takes them out under callbacks_mu runs them, so each runs once.
+  std::atomic<uint32_t> has_callbacks{0};
+  std::mutex callbacks_mu;
+  std::vector<std::function<void(const Status&)>> callbacks;
+  void RunCallbacks() {
+    std::vector<std::function<void(const Status&)>> ready;
+    {
+      std::lock_guard<std::mutex> lock(callbacks_mu);
+      ready.swap(callbacks);
+    }
+    for (auto& callback : ready) callback(status);
   }
 };
 

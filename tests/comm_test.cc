@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -395,6 +396,103 @@ TEST(Comm, EveryThreadWaitingOnOneWorkWakesWhenItCompletes) {
     for (std::thread& t : waiters) t.join();
     EXPECT_EQ(ok.load(), 4);
     EXPECT_EQ(out, 2);
+  });
+}
+
+// OnComplete: a callback added while the op is pending runs once, on the
+// thread that completes it, after Test sees it done; one added afterwards
+// runs at once on the caller; an op failed at issue passes its error; a
+// callback may issue non-blocking work on the same communicator.
+TEST(Comm, OnCompleteCallsBackOnceWithTheStatusWhenTheOpCompletes) {
+  RunRanks(2, [](Communicator& c) {
+    int32_t v = c.rank() + 1, out = 0;
+    if (c.rank() == 1) std::this_thread::sleep_for(milliseconds(200));
+    Work w = c.AllReduceAsync(&v, &out, 1, DataType::kInt32, RedOp::kSum);
+    std::atomic<int> calls{0};
+    std::atomic<bool> saw_done{false};
+    std::atomic<int> seen_out{-1};
+    std::vector<int> order;
+    std::mutex order_mu;
+    ASSERT_TRUE(w.OnComplete([&](const Status& s) {
+                   EXPECT_TRUE(s.ok()) << s.ToString();
+                   saw_done = w.Test();
+                   seen_out = out;
+                   std::lock_guard<std::mutex> lock(order_mu);
+                   order.push_back(1);
+                   ++calls;
+                 }).ok());
+    ASSERT_TRUE(w.OnComplete([&](const Status&) {
+                   std::lock_guard<std::mutex> lock(order_mu);
+                   order.push_back(2);
+                 }).ok());
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (calls.load() == 0) {  // nobody waits: the worker completes it
+      ASSERT_LT(std::chrono::steady_clock::now(), give_up);
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    ASSERT_TRUE(w.Wait().ok());
+    EXPECT_TRUE(saw_done.load());
+    EXPECT_EQ(seen_out.load(), 3);
+    {
+      std::lock_guard<std::mutex> lock(order_mu);
+      EXPECT_EQ(order, (std::vector<int>{1, 2}));
+    }
+    const std::thread::id me = std::this_thread::get_id();
+    std::thread::id ran_on;
+    ASSERT_TRUE(w.OnComplete([&](const Status& s) {
+                   EXPECT_TRUE(s.ok());
+                   ran_on = std::this_thread::get_id();
+                   ++calls;
+                 }).ok());
+    EXPECT_EQ(ran_on, me);
+    EXPECT_EQ(calls.load(), 2);
+
+    float x = 0;
+    Work bad = c.BroadcastAsync(&x, &x, 1, DataType::kFloat32, 9);
+    Code got = Code::kOk;
+    ASSERT_TRUE(bad.OnComplete([&](const Status& s) { got = s.code(); }).ok());
+    EXPECT_EQ(got, Code::kInvalidArgument);
+    EXPECT_EQ(Work().OnComplete([](const Status&) {}).code(), Code::kInvalidUsage);
+    EXPECT_EQ(w.OnComplete(nullptr).code(), Code::kInvalidArgument);
+
+    // A callback issues the next op: a chain of non-blocking all-reduces.
+    int32_t a = 1, b = 0;
+    Work second;
+    std::atomic<bool> issued{false};
+    Work first = c.AllReduceAsync(&a, &a, 1, DataType::kInt32, RedOp::kSum);
+    ASSERT_TRUE(first.OnComplete([&](const Status& s) {
+                   ASSERT_TRUE(s.ok());
+                   second = c.AllReduceAsync(&a, &b, 1, DataType::kInt32, RedOp::kSum);
+                   issued = true;
+                 }).ok());
+    ASSERT_TRUE(first.Wait().ok());
+    while (!issued.load()) std::this_thread::yield();
+    ASSERT_TRUE(second.Wait(Deadline::After(milliseconds(30000))).ok());
+    EXPECT_EQ(a, 2);
+    EXPECT_EQ(b, 4);
+  });
+}
+
+// A callback sees the error of an op that fails after it was added.
+TEST(Comm, OnCompletePassesTheErrorOfAnAbortedOp) {
+  RunRanks(2, [](Communicator& c) {
+    if (c.rank() == 1) {
+      std::this_thread::sleep_for(milliseconds(500));
+      c.Abort();
+      return;
+    }
+    int32_t v = 1;
+    Work w = c.AllReduceAsync(&v, &v, 1, DataType::kInt32, RedOp::kSum);
+    std::atomic<int> code{-1};
+    ASSERT_TRUE(w.OnComplete([&](const Status& s) { code = static_cast<int>(s.code()); }).ok());
+    std::this_thread::sleep_for(milliseconds(100));
+    c.Abort();
+    EXPECT_EQ(w.Wait().code(), Code::kRemoteError);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (code.load() == -1 && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    EXPECT_EQ(code.load(), static_cast<int>(Code::kRemoteError));
   });
 }
 

@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -80,6 +81,18 @@ class [[nodiscard]] Work {
   Status Wait(Deadline deadline = Deadline::Never()) const;
   // Non-blocking: true when complete (then Wait returns at once).
   bool Test() const;
+  // Calls `callback` with the operation's Status exactly once, when it
+  // completes: at once on the calling thread if it already has, else on the
+  // thread that completes it (the communicator's worker, or a thread running
+  // queued ops inside Wait or a blocking call), after Wait and Test see it
+  // complete. Callbacks added before completion run in the order added. The
+  // callback runs while that thread holds the communicator's execution, so
+  // it must be short and must not wait for operations of the same
+  // communicator (a blocking call, Wait, Finalize, or destroying it would
+  // wait for itself); issuing non-blocking operations is fine. An op never
+  // run (communicator destroyed or finalized) completes with its error.
+  // Empty handle: kInvalidUsage, calling nothing.
+  Status OnComplete(std::function<void(const Status&)> callback) const;
 
   struct State;
   explicit Work(std::shared_ptr<State> state) : state_(std::move(state)) {}
