@@ -264,8 +264,8 @@ Status Communicator::Impl::IssueBlocking(const CollArgs& args) {
 Status Communicator::Impl::RunBlocking(std::span<const CollArgs> items) {
   // Nothing queued or running: run on the caller's thread, saving two
   // thread hand-offs (most of a small message's latency). The claim is a
-  // compare-exchange, not q_mu_: two lock round trips were a tenth of an
-  // 8 B all-reduce (docs/PERFORMANCE.md). An op queued before this call
+  // compare-exchange, not q_mu_: two lock round trips are a visible share
+  // of an 8 B all-reduce. An op queued before this call
   // by this thread is seen in queued_ (or holds the claim, running).
   bool idle = false;
   if (!executing_.compare_exchange_strong(idle, true)) return SubmitAndWait(items);

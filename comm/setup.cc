@@ -171,20 +171,15 @@ std::string Hex(uint64_t v) {
   return buf;
 }
 
-// The selector's cost of one transport: shared-memory FIFOs ~6 GB/s and one
-// TCP stream ~1.5 GB/s were measured on the development VM; the IB figures
-// are an assumption (a 100 Gb/s port behind RDMA latency), never measured.
-// Sockets between ranks of one host (`same_host`, loopback) are priced as
-// loom's own connections run there on the AMD development VM: an 8-byte
-// all-reduce in 7 us, exchanges of 512 KiB-1 MiB at 6.6-6.8 GB/s each way
-// (perf/tcp_exchange_bench). At the old 20 us and 1.5 GB/s the ring's extra
-// step outweighed the half it saves of recursive doubling's reductions up
-// to 1 MiB; at these the 2-rank all-reduce turns to the ring between 256
-// and 512 KiB, where it measured faster (docs/performance-log.md,
-// 2026-12-06 23:05). Single-copy reads (process_vm_readv) are priced as
-// setup measured them on this host (EnableSingleCopy); shareable buffers
-// (AllocShared) switch to Direct whatever the price, NCCL_ALGO and LOOM_TUNE
-// can force it.
+// The selector's cost of one transport (latency us, GB/s): the FIFOs and
+// one TCP stream as loom measures them on a development host; the IB figures
+// are an assumption (a 100 Gb/s port behind RDMA latency). Sockets between
+// ranks of one host (`same_host`, loopback) are priced as loom's own
+// loopback exchanges run (perf/tcp_exchange_bench), which puts the 2-rank
+// all-reduce's switch from recursive doubling to the ring where it measures
+// faster. Single-copy reads (process_vm_readv) are priced as setup times
+// them on this host (EnableSingleCopy); shareable buffers (AllocShared)
+// switch to Direct whatever the price, NCCL_ALGO and LOOM_TUNE can force it.
 topology::LinkCost LinkCostOf(TransportKind kind, const topology::PeerReadPrice& reads,
                               bool same_host = false) {
   switch (kind) {
@@ -533,11 +528,9 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     LOOM_ASSIGN_OR_RETURN(const topology::JobTopology job,
                           FuseJob(peers, transports, job_single_copy));
     ranks_here = job.host_ranks[job.host_of_rank[rank]].size();
-    // Host collectives reduce on the CPU: about 20 GB/s here with the
-    // inputs in cache. With 2 ranks on the development VM a 2 MiB
-    // all-reduce took 191 us by recursive doubling against 143 us by the
-    // ring over shared memory (1583 against 838 us over TCP), the extra
-    // megabyte that recursive doubling reduces.
+    // Host collectives reduce on the CPU, about 20 GB/s with the inputs in
+    // cache: pricing it is what lets the ring beat recursive doubling at
+    // large sizes, where the latter reduces twice the bytes.
     constexpr double kHostReduceGbs = 20.0;
     impl->cost_ = CostModel(job, kHostReduceGbs);
     if (job.ranks_per_host() > 0) impl->hier_ = MakeHierGroups(job, rank);
@@ -601,8 +594,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   LOOM_TRY(impl->store_->Barrier("connected", deadline));
   // The queue and the executor's batch get their room now, so the first
   // burst of non-blocking calls deeper than any before first-touches no
-  // pages: 17-20 calls in flight took 2.2-3.3 us each the first time
-  // against 0.6 after (8 B, docs/performance-log.md).
+  // pages (a page fault costs several small operations' time).
   impl->queue_.Reserve(kQueueSlots);
   impl->running_.resize(kWorkerBatch);  // constructed, so its pages are touched too
   impl->running_.clear();

@@ -18,8 +18,8 @@
 
 namespace loom {
 
-// The shared-memory FIFOs' rate in the cost model, measured on the
-// development VM; the model's other rates are relative to it.
+// The shared-memory FIFOs' rate in the cost model (GB/s); the model's other
+// rates are relative to it, and setup rescales reads by the host's own FIFOs.
 inline constexpr double kShmFifoGbs = 6.0;
 
 // This rank's neighbours in setup's FIFO timing: the ranks of its host in

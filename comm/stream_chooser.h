@@ -3,10 +3,9 @@
 // communicator runs, from the times of its own collectives.
 //
 // Setup times a ring step both ways once (shm_calibration.cc), but which way
-// wins can change under a running job: on the development VM the host moves
-// the vCPUs between "near" (caching wins by 1.6-1.9x) and "apart" (streaming
-// wins by 2x) within seconds, and one setup timing in three chose wrong
-// (docs/PERFORMANCE.md). So for every collective and size class (a power of
+// wins can change under a running job: a VM's host may move its vCPUs
+// between sharing a cache (caching wins) and not (streaming wins) within
+// seconds, so one timing at setup can choose wrong. So for every collective and size class (a power of
 // two of bytes, from kMinBytes) the chooser keeps the way that has been
 // faster and now and then runs a few calls the other way (an exploration),
 // switching when those were faster. An exploration that loses by far is

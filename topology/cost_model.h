@@ -38,9 +38,7 @@ HostLinkCosts LinkCostsFor(const Topology& host, int ranks_per_host);
 // The share of a 1 MiB memcpy's rate that a shared-memory FIFO reaches: each
 // byte is copied in by the sender and out by the receiver, plus the FIFO's
 // synchronisation. Only a fallback, for a rank that could not time its host's
-// FIFOs (setup times them): on the Intel VM the 2-rank FIFO ring all-gather
-// moved 8.6 GB/s per rank at 64-512 KiB while a 1 MiB memcpy ran at 20-23
-// GB/s, on the AMD VM of 2026-12-04 4.1-5.1 against 37-41 (0.10-0.13).
+// FIFOs (setup times them); hosts differ widely in this share.
 inline constexpr double kFifoShareOfMemcpy = 0.4;
 
 // Single-copy reads of a peer's memory (process_vm_readv), priced in the
@@ -54,9 +52,7 @@ inline constexpr double kFifoShareOfMemcpy = 0.4;
 // `fifo_gbs`. Setup can only time reads of a buffer nobody writes, and a
 // collective's input was usually just written by its owner (a gradient):
 // reading it hands dirty lines from that core, as the FIFOs do with every
-// byte, and on the AMD VM such reads took 3x as long as the timed ones, so
-// that Direct lost to the ring at every size it had won at
-// (docs/PERFORMANCE.md). Returns {peer_read_gbs, peer_read_setup_us},
+// byte, and can take several times as long as the timed read. Returns {peer_read_gbs, peer_read_setup_us},
 // clamped to [0.1, 1000] GB/s and [0, 1000] us. Requires small_bytes <
 // big_bytes and positive times.
 struct PeerReadPrice {
@@ -67,9 +63,8 @@ PeerReadPrice PricePeerReads(size_t small_bytes, double small_us, size_t big_byt
                              size_t fifo_bytes, double fifo_us, double fifo_gbs);
 
 // LOOM_SHM_READ_PRICE: "GBS" or "GBS,US", a rate above 0 and at most 1000
-// GB/s and a fixed cost per read from 0 to 1000 us (default 20, the value
-// before setup measured it); nullopt for "" (measure). Anything else is
-// kInvalidArgument naming the text.
+// GB/s and a fixed cost per read from 0 to 1000 us (default 20); nullopt
+// for "" (measure). Anything else is kInvalidArgument naming the text.
 Result<std::optional<PeerReadPrice>> ParsePeerReadPrice(std::string_view text);
 
 }  // namespace loom::topology

@@ -81,7 +81,7 @@ TEST(PricePeerReadsTest, ReadsKeepTheirRatioToTheFifosUpToTheFifosRate) {
   EXPECT_NEAR(slow_fifos.gbs, 2 * base.gbs, 1e-9);
   EXPECT_NEAR(slow_fifos.setup_us, base.setup_us / 2, 1e-9);
   // Reads exactly as fast as the FIFOs cost what the model's FIFOs cost,
-  // and faster ones no less: the AMD VM's timed reads at 3x its FIFOs.
+  // and faster ones no less (timed reads can beat the FIFOs threefold).
   EXPECT_NEAR(PricePeerReads(1 << 10, 1e-9, 1 << 20, 100.0, 1 << 20, 100.0, 6.0).gbs, 6.0, 0.01);
   const PeerReadPrice fast = PricePeerReads(64 << 10, 9.0, 1 << 20, 60.0, 1 << 20, 180.0, 6.0);
   EXPECT_EQ(fast.gbs, 6.0);

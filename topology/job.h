@@ -18,7 +18,7 @@ struct LinkCost {
   double bandwidth_gbs = 5.0;  // GB/s per direction
   double peer_read_gbs = 0.0;  // single-copy reads of a peer's memory; 0 = unavailable
   // Fixed cost of one single-copy read (a system call that pins the peer's
-  // pages); only large messages amortise it. 20 us on the development VM.
+  // pages); only large messages amortise it. Setup times it per host.
   double peer_read_setup_us = 20.0;
   bool operator==(const LinkCost&) const = default;
 };

@@ -9,9 +9,9 @@ namespace loom {
 // memcpy(dst, src, bytes); dst and src must not overlap. Thread-safe.
 //
 // From about 2 KiB to 1 MiB glibc's memcpy uses `rep movsb` on CPUs that
-// report fast string moves. On the AMD development VM (Zen 5 class, glibc
-// 2.36) that ran at 3.5 GB/s instead of 57 when destination minus source,
-// mod 4096, was 1-15: the CPU seems to take such a pair for an overlap. A
+// report fast string moves. On some CPUs (Zen 5 class, glibc 2.36) that runs
+// ten times slower when destination minus source, mod 4096, is 1-15: the
+// CPU seems to take such a pair for an overlap. A
 // user's buffer at such a distance from a FIFO record or from a peer's
 // block would make a collective several times slower. On x86-64 with AVX2
 // this copies kVectorCopyMinBytes up to kVectorCopyMaxBytes with 32-byte

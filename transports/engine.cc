@@ -199,9 +199,8 @@ Status Engine::RunUntilDone(std::span<Transfer> transfers, Deadline deadline) {
         const char* from = static_cast<const char*>(t->src) + t->copied;
         // copy_to is final (nothing in the operation reads it), so where
         // the algorithm says the output is large it is written around the
-        // cache like a final receive: an out-of-place all-gather of 16 / 128
-        // MiB on 2 ranks 1.40 / 1.30x faster on the AMD development VM
-        // (docs/PERFORMANCE.md).
+        // cache like a final receive, sparing the cache for the blocks still
+        // to come.
         if (t->copy_nontemporal) {
           StreamingCopy(to, from, t->done - t->copied);
         } else {
@@ -308,9 +307,7 @@ Result<std::span<const char* const>> Engine::SmallExchange(OpKind kind, const vo
   // Every peer has read the slot the next small collective writes (it
   // published this one after reading that one, two ago): ask for its first
   // line in exclusive state now, while the caller reduces and comes back,
-  // rather than when the next call writes it. 8 B all-reduce back to back,
-  // the vCPUs apart: 0.51 against 0.52 us, faster in 10 of 10 alternated
-  // runs (docs/PERFORMANCE.md).
+  // rather than when the next call writes it, off the next call's path.
   PrefetchForWrite(&options_.small_slots[small_seq_ % 2]);
   return std::span<const char* const>(small_views_);
 }

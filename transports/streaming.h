@@ -19,15 +19,14 @@ size_t StreamingMinBytes();
 // Whether receive `t` lands with streaming stores: its destination is final
 // (Transfer::nontemporal), at least StreamingMinBytes(), and not also the
 // reduction's other input. A destination just read as that input is in the
-// cache already, so streaming saves no read, and on the AMD development VM
-// it made an in-place reduce-scatter of 16 MiB 1.6-2.2x slower.
+// cache already, so streaming saves no read and only evicts it.
 bool StreamsInto(const Transfer& t);
 
 // The last-level cache in bytes as the kernel describes it
 // (/sys/devices/system/cpu/cpu0/cache/index*/: the highest level's size,
 // what lscpu prints), or sysconf's figure when sysfs has none, or 0.
-// sysconf reads the CPU's own report, which a VM may fill with the host's
-// figures: 320 MiB on the 32 MiB AMD development VM.
+// sysconf reads the CPU's own report, which a VM may fill with the
+// physical host's figures, ten times its own.
 size_t LastLevelCacheBytes();
 
 // A sysfs cache size ("32768K", "2M", "512"), in bytes; 0 when malformed.

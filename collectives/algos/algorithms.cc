@@ -152,8 +152,7 @@ void CopyIfDistinct(void* dst, const void* src, size_t bytes) {
 // pieces of that size, each a whole ring all-reduce, all in one plan: a block
 // is then forwarded while it is still in this core's cache from its
 // reduction, instead of being read back from memory after the whole
-// reduce-scatter (2 ranks, 64-256 MiB here: +23-29 % in place, +5-6 % out
-// of place; docs/PERFORMANCE.md). Over a network the link, not memory, is
+// reduce-scatter. Over a network the link, not memory, is
 // the limit, and fewer, larger messages are cheaper.
 constexpr size_t kShmRingPiece = size_t{2} << 20;
 
@@ -324,10 +323,8 @@ Status RingAllGather(Engine& e, int r, const CollArgs& a, Deadline deadline) {
   // Out of place, the own block (sent first) leaves from the send buffer and
   // the engine copies it into place as it goes, while it is still in cache.
   // It streams once the whole output reaches StreamingMinBytes, not the block
-  // alone: at 8 MiB on 2 ranks (4 MiB blocks) the cached copy ran at memory
-  // speed, and the out-of-place all-gather over shared memory took 2.2x the
-  // in-place one; streamed, 0.79-0.90x its time (docs/performance-log.md,
-  // 2026-12-06 23:05).
+  // alone: an output that large leaves the cache anyway, and a cached copy
+  // of it would evict what the other blocks need.
   const bool copy_own = a.send != recv + r * bb && bb > 0;
   if (n == 1) CopyIfDistinct(recv, a.send, bb);
   for (int s = 0; s < n - 1; ++s) {

@@ -87,14 +87,10 @@ inline constexpr size_t kPeerReduceChunkBytes = 256 << 10;
 
 // Ranks of one host whose buffers are all in shareable memory (AllocShared)
 // can run the Direct algorithms over them: plain loads from the mapped
-// peers, nothing through the FIFOs. On the development VM that wins at
-// 32 MiB and up whatever the inputs (2-rank all-reduce of 128 MiB 1.2-1.4x
-// the ring, with inputs rewritten before each call as a trainer's are, and
-// 73 % of memcpy against 45 % with inputs unchanged). Below, it depends on
-// the inputs and on the VM's mode: inputs rewritten before each call come
-// line by line from the other core's cache, and Direct took 2-3x the
-// ring's time at 1-8 MiB; unchanged ones were 1.9x faster in one window and
-// 1.7x slower half an hour later (docs/PERFORMANCE.md). Whether every rank's
+// peers, nothing through the FIFOs. That wins at 32 MiB and up whatever the
+// inputs; below, inputs rewritten before each call (as a trainer's are) come
+// line by line from the other core's cache and Direct loses to the ring.
+// Whether every rank's
 // buffers are shareable is known only after an exchange, which every rank
 // must make, shareable buffers or not. SharedDirectWorthAsking says where
 // it is paid: two ranks, kSharedDirectMinBytes and up. With 4 ranks on 2

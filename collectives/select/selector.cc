@@ -380,11 +380,8 @@ double CostModel::PredictUs(OpKind kind, Algo algo, size_t bytes) const {
                  reduce_us(static_cast<double>(tree_levels_.size()) * s);
         // Three synchronisations, then reads of (n-1)/n of the buffer twice
         // (the peers' parts of my block, which I reduce, in pieces, then
-        // their final blocks, just written, a read each). On the Intel VM,
-        // 2 ranks, it beat the ring by 1.2-1.3x from 2 MiB out of place,
-        // tied at 256 KiB; on the AMD VM it lost to the ring at every size
-        // once the inputs were rewritten before each call, as a trainer's
-        // are (docs/PERFORMANCE.md).
+        // their final blocks, just written, a read each). Whether it beats
+        // the ring depends on the host's read price, which setup measures.
         case Algo::kDirect:
           return 3.0 * a + (n - 1) * (reduce_reads(s / n) + 1) * read_setup_us +
                  (n - 1.0) / n * (r_us + fresh_us) + reduce_us((n - 1.0) / n * s);

@@ -234,8 +234,7 @@ const BoolParam kShmSmall("SHM_SMALL", "1", false,
     "One-host communicators run collectives of at most 1 KiB per rank through a slot per rank "
     "in shared memory instead of messages; 0 = always messages");
 // 1 MiB, not NCCL's 4 MiB: a FIFO that stays in the receiving core's L2
-// moved 2 MiB-128 MiB collectives 1.4-2x faster on the development VM
-// (docs/performance-log.md, "The shared-memory FIFO's size").
+// moves large collectives faster than one that spills to memory.
 const IntParam kBuffsize("BUFFSIZE", "1048576", true,
     "Bytes of each per-peer, per-direction shared-memory FIFO");
 const StringParam kAlgo("ALGO", "", true,

@@ -8,9 +8,8 @@
 // A thread keeps at most kMaxCached blocks: if one thread makes the objects
 // and another drops them, the second frees the surplus. The cap is above any
 // number of calls a program keeps in flight (the memory was in use then
-// anyway, as NCCL's pools keep theirs): with 4096, a sweep of 10000 calls
-// issued without waiting took 70 % of its states from malloc and gave them
-// back (about 200 instructions a call). Blocks cached by a
+// anyway, as NCCL's pools keep theirs): a lower cap sends a long burst of
+// calls issued without waiting back to malloc. Blocks cached by a
 // thread are freed when it exits. Under AddressSanitizer blocks are not
 // reused, so that a use after free is still caught.
 #pragma once

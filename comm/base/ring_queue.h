@@ -38,7 +38,7 @@ class RingQueue {
 
   // Room for at least `n` elements without growing (the next power of two),
   // every slot constructed now: a queue sized at setup never first-touches
-  // fresh pages in a timed loop (on the development VM each costs 12-15 us).
+  // fresh pages in a timed loop (under a hypervisor each costs microseconds).
   void Reserve(size_t n) {
     if (n <= slots_.size()) return;
     size_t capacity = 16;

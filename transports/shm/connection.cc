@@ -32,8 +32,8 @@ namespace {
 // line for line; the sender's next header never lands in the line that
 // holds the end of the payload the receiver is still reading; and a
 // payload's distance from a page-aligned buffer, mod 4096, is a multiple of
-// 64, never the 1-15 at which memcpy's rep movsb ran at 3.5 GB/s instead of
-// 57 on the AMD development VM (transports/copy.h). With 16-byte headers
+// 64, never the 1-15 at which memcpy's rep movsb slows down tenfold on
+// some CPUs (transports/copy.h). With 16-byte headers
 // and 8-byte padding none of this held. The FIFO's capacity is a multiple
 // of the line (ShmContext::Create), so no header wraps.
 constexpr uint64_t kRecordAlign = 64;
@@ -145,9 +145,8 @@ Status ShmConnection::ProbePeerRead(void* dst, uint64_t remote, size_t bytes) co
     CopyBytes(dst, reinterpret_cast<const void*>(remote), bytes);
     return Status::Ok();
   }
-  // The kernel copies with rep movsb too: on the AMD development VM
-  // process_vm_readv ran at 2.5 GB/s instead of 12 when destination minus
-  // source, mod 4096, was 1-15 (transports/copy.h). Such a read lands in a
+  // The kernel copies with rep movsb too, so process_vm_readv slows down the
+  // same way when destination minus source, mod 4096, is 1-15 (copy.h). Such a read lands in a
   // bounce buffer at the source's page offset, and CopyBytes moves it on.
   const uint64_t skew = (reinterpret_cast<uintptr_t>(dst) - remote) % 4096;
   // Without CopyBytes' vector loop the bounce would only add a copy.

@@ -101,9 +101,8 @@ class ShmConnection final : public Connection {
   void EnablePeerRead() { peer_read_ = true; }
   // Sends write pieces of kStreamSendMinBytes or more into the FIFO with
   // streaming stores (StreamingCopy): the receiver then reads them from
-  // memory instead of from this core's cache, which on the AMD development
-  // VM, with its vCPUs apart, made 2-rank ring collectives of 8 KiB-16 MiB
-  // 1.4-2.3x faster (docs/PERFORMANCE.md). Setup picks the first way, the
+  // memory instead of from this core's cache, which is faster when the two
+  // cores share no cache level. Setup picks the first way, the
   // communicator then each call's (comm/stream_chooser.h, LOOM_SHM_STREAM).
   // Call between transfers, from the thread that progresses this connection.
   void set_streaming_sends(bool on) { stream_sends_ = on; }

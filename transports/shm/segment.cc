@@ -14,11 +14,10 @@ namespace loom {
 namespace {
 
 // Reads one byte of every page. MAP_POPULATE fills the kernel's page
-// tables, but a hypervisor that shadows them (this development VM's does)
-// still takes an exit on each page's first access from the process: about
-// 5 us a page, 1.3 ms for a 1 MiB FIFO, which the first operations through
-// it would pay (a 16 KiB reduce-scatter took 35 us instead of 2 until 1 MiB
-// had gone through). Elsewhere this costs a few ns a page. Reads leave the
+// tables, but a hypervisor that shadows them still takes an exit on each
+// page's first access from the process, microseconds a page, which the
+// first operations through a FIFO would otherwise pay. Elsewhere this costs
+// a few ns a page. Reads leave the
 // contents alone, and one makes the page writable as well.
 void TouchPages(const void* p, size_t bytes) {
   const auto* c = static_cast<const volatile char*>(p);

@@ -63,8 +63,7 @@ bool TcpConnection::StaysOnHost(int fd) {
 }
 
 // SO_RCVBUF is cut to net.core.rmem_max (212992 bytes by default), and a
-// buffer that small made 2-16 MiB transfers on loopback 1.1-1.4x slower
-// than autotuning does: where the cap is lower and CAP_NET_ADMIN (which
+// buffer that small slows large transfers below what autotuning gives: where the cap is lower and CAP_NET_ADMIN (which
 // SO_RCVBUFFORCE needs) is missing, autotuning stays, once said.
 void TcpConnection::FixReceiveBuffer(int fd) {
   const int want = kLocalReceiveBufferBytes;

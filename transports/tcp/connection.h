@@ -1,16 +1,13 @@
 // TcpConnection: non-blocking TCP sockets to a peer in two lanes. The bulk
 // lane has one set of sockets for each direction, as NCCL's network
-// connections are one-way: on loopback a socket carrying both directions
-// fell into a slow mode far more often (perf/tcp_exchange_bench), and the
-// 2-rank all-reduce and all-gather of 2-16 MiB were 1.23-1.33x faster with a
-// socket per direction (medians of 8, docs/PERFORMANCE.md). With several
+// connections are one-way: a socket carrying both directions falls into a
+// slow mode far more often (perf/tcp_exchange_bench shows it). With several
 // sockets per direction (NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD), a
 // message is cut into kStripeBytes units dealt round-robin over its
 // direction's sockets; the first of them also carries every header. The
 // small lane, when given, is one socket carrying messages of up to
-// kSmallLaneBytes both ways: a reply then carries the acknowledgement of
-// what it answers, and a 2-rank 8-byte all-reduce on loopback took 8.25 us
-// against 10.27 over the one-way sockets. Both ends choose a message's lane by
+// kSmallLaneBytes both ways, so a reply carries the acknowledgement of what
+// it answers and small exchanges save a round trip. Both ends choose a message's lane by
 // its size; the sequence numbers are the connection's, so a message that
 // arrives on the other lane than its receive was posted on is named as a
 // mismatch rather than waited for.
@@ -31,25 +28,17 @@ class TcpConnection final : public Connection {
   // lane's is the bare MessageHeader.
   static constexpr size_t kBulkHeaderBytes = 64;
   // Send buffer for a connection that never leaves this host (kernel bytes;
-  // the kernel doubles it). Left to autotuning, the buffer grows to megabytes
-  // and every send copies into socket-buffer pages that have left the cache:
-  // all-gathers of 2-16 MiB on loopback took 1.3-2.6x as long on the 2-core
-  // development VM; 64 KiB was slower, and 32 KiB stalls on delayed ACKs.
-  // Doubled, 128 KiB holds exactly four full loopback segments (64 KiB less
-  // headers), so the last 276 bytes of a 256 KiB message and its header
-  // waited for the receiver to read the rest and acknowledge it; 4 KiB more
-  // lets a fifth segment start: all-gathers of 512 KiB-4 MiB 6-25 % faster,
-  // all-reduces of 256 KiB-1 MiB 6-19 % (docs/performance-log.md,
-  // 2026-12-06 15:22). Connections between hosts keep autotuning, which the
-  // bandwidth-delay product needs.
+  // the kernel doubles it). Autotuned, the buffer grows to megabytes and every
+  // send copies into socket pages that have left the cache; much smaller
+  // stalls on delayed ACKs. Doubled, 128 KiB holds exactly four loopback
+  // segments, which would leave a 256 KiB message's tail waiting for an
+  // acknowledgement: 4 KiB more lets a fifth segment start. Connections
+  // between hosts keep autotuning, which the bandwidth-delay product needs.
   static constexpr int kLocalSendBufferBytes = 132 << 10;
   // A socket's send buffer while it carries a message share of at least
-  // kLargeSendMessageBytes: once the receive buffer was fixed (below),
-  // larger send buffers made 2-rank all-reduces, reduce-scatters and
-  // all-gathers of 1-128 MiB on loopback mostly 5-20 % faster, and 384 KiB
-  // beat 512 KiB at 4-16 MiB; but the in-place all-gather of 512 KiB (256
-  // KiB messages) took 30 % longer with it, so smaller messages keep
-  // kLocalSendBufferBytes (docs/performance-log.md, 2026-12-07 07:35).
+  // kLargeSendMessageBytes: large messages move faster with a larger buffer,
+  // while messages of 256 KiB slow down with it, so they keep
+  // kLocalSendBufferBytes.
   static constexpr int kLocalLargeSendBufferBytes = 384 << 10;
   static constexpr size_t kLargeSendMessageBytes = size_t{512} << 10;
   // The send buffer a socket that stays on the host gets for a message
@@ -58,14 +47,10 @@ class TcpConnection final : public Connection {
     return bytes >= kLargeSendMessageBytes ? kLocalLargeSendBufferBytes : kLocalSendBufferBytes;
   }
   // Receive buffer for such a connection, fixed too (which turns the
-  // kernel's autotuning off). Autotuned, it grew to 3-33 MiB, and between
-  // one process in seven and one in two ran its whole life in a slow mode:
-  // all-gathers of 512 KiB-2 MiB on loopback 1.4-1.9x as long as in the
-  // other processes (one slow run's kernel queued 5,657 segments on a busy
-  // socket's backlog, TcpExtTCPBacklogCoalesce, against 28-486 in the
-  // others). Requests of 256 KiB, 1 MiB and 4 MiB all ended that mode; a
-  // smaller window slows large transfers (FixReceiveBuffer;
-  // docs/performance-log.md, 2026-12-06 18:35).
+  // kernel's autotuning off): autotuned, it grows to tens of MiB and some
+  // processes then run their whole life in a slow mode, with the kernel
+  // queueing thousands of segments on a busy socket's backlog; a smaller
+  // window slows large transfers (FixReceiveBuffer).
   static constexpr int kLocalReceiveBufferBytes = 1 << 20;
 
   // Takes ownership of the connected `fds` (socket i of the peer pair is
@@ -107,9 +92,8 @@ class TcpConnection final : public Connection {
   // The transfers posted in one direction of a lane, oldest first: a ring
   // whose entries are reused, each keeping its `moved` vector's storage for
   // the next transfer, so that posting and completing allocate nothing once
-  // it has grown to the depth in use. A std::deque with a fresh vector per
-  // transfer cost some 700 of the 5,000 user-space instructions of a 64 KiB
-  // all-gather over TCP (callgrind, docs/performance-log.md).
+  // it has grown to the depth in use: a fresh allocation per transfer is a
+  // visible share of a small TCP collective's user-space time.
   class PostedQueue {
    public:
     template <typename Q, typename P>
@@ -162,11 +146,8 @@ class TcpConnection final : public Connection {
   // A header as it travels: its lane's first header_bytes of this. The
   // kernel copies a send into its socket pages where the previous one ended,
   // so after a 16-byte header a payload lands 16 bytes off its buffer's
-  // alignment. On the AMD development VM that copy then took several times
-  // as long (perf record: 26 % of a 256 KiB exchange's samples against 9):
-  // an exchange of 256 KiB over loopback 67 against 46 us
-  // (perf/tcp_exchange_bench given such a header), a 2-rank all-gather of 512
-  // KiB 78 against 53 (docs/performance-log.md).
+  // alignment, and the kernel's copy of a misaligned payload is several
+  // times slower; a cache-line header keeps the payload aligned.
   struct WireHeader {
     MessageHeader h;
     char pad[kBulkHeaderBytes - sizeof(MessageHeader)];

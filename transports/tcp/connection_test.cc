@@ -175,8 +175,8 @@ TEST_F(TcpLanes, ALargerMessageTakesItsDirectionsBulkSocket) {
 
 // On the wire a bulk message's payload follows a header padded to a cache
 // line, so it keeps its buffer's alignment in the kernel's socket pages (a
-// 16-byte header made the send-side copy misaligned: exchanges of 256 KiB
-// over loopback took 1.45x as long); a small message's follows the bare
+// 16-byte header makes the send-side copy misaligned and slow); a small
+// message's follows the bare
 // header.
 TEST_F(TcpLanes, TheBulkHeaderFillsACacheLineTheSmallOneIsBare) {
   for (const bool bulk : {true, false}) {
