@@ -105,7 +105,8 @@ ProcessGroupLoom::ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store>& store,
   config.timeout = timeout;
   config.name = "torch";
   auto comm = loom::Communicator::Create(id, rank, size, config);
-  Check(comm.status(), "creating the communicator");
+  TORCH_CHECK(comm.ok(), "loom: creating the communicator for rank ", rank, " of world_size ", size,
+              ": ", comm.status().ToString());
   comm_ = std::move(*comm);
   init();
 }
