@@ -2,9 +2,9 @@
 // stick, and the public methods (execute.cc validates and runs each operation).
 #include "comm/communicator_impl.h"
 
-#include "comm/base/coarse_clock.h"
-#include "comm/base/log.h"
-#include "comm/base/recycling_allocator.h"
+#include "base/coarse_clock.h"
+#include "base/log.h"
+#include "base/recycling_allocator.h"
 #include "comm/group.h"
 #include "comm/launch_env.h"
 #include "comm/unique_id.h"

@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "collectives/patterns/ring.h"
-#include "comm/base/log.h"
-#include "comm/base/params.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "comm/bootstrap/store_client.h"
 #include "comm/device_path.h"
 #include "topology/discover.h"

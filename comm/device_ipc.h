@@ -65,7 +65,7 @@
 #include <vector>
 
 #include "collectives/algos/algorithms.h"
-#include "comm/base/status.h"
+#include "base/status.h"
 #include "topology/paths.h"
 #include "transports/cuda/device_ops.h"
 #include "transports/engine.h"

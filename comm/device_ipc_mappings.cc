@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 #include "comm/bootstrap/store_client.h"
 #include "comm/bootstrap/wire.h"
 #include "comm/device_ipc.h"

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <thread>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 #include "comm/device_path.h"
 
 namespace loom {

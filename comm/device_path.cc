@@ -9,9 +9,10 @@
 #include <string_view>
 #include <thread>
 
-#include "comm/base/log.h"
-#include "comm/base/params.h"
+#include "base/log.h"
+#include "base/params.h"
 #if LOOM_HAVE_CUDA
+#include "collectives/reduce/cuda/cuda_device_ops.h"
 #include "transports/cuda/cuda_runtime.h"
 #endif
 

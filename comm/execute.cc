@@ -9,8 +9,8 @@
 #include <optional>
 
 #include "collectives/reduce/reduce.h"
-#include "comm/base/coarse_clock.h"
-#include "comm/base/log.h"
+#include "base/coarse_clock.h"
+#include "base/log.h"
 #include "comm/communicator_impl.h"
 #include "comm/group.h"
 

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <map>
 
-#include "comm/base/params.h"
+#include "base/params.h"
 #include "comm/build_info.h"
 #include "loom/loom.hpp"
 

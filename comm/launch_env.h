@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 
 namespace loom {
 

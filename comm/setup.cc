@@ -11,8 +11,8 @@
 #include <optional>
 #include <vector>
 
-#include "comm/base/log.h"
-#include "comm/base/params.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "comm/bootstrap/wire.h"
 #include "comm/communicator_impl.h"
 #include "comm/fingerprint.h"

@@ -13,8 +13,8 @@
 #include <limits>
 #include <mutex>
 
-#include "comm/base/log.h"
-#include "comm/base/params.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "transports/shm/connection.h"
 
 namespace loom {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/exchange.h"
-#include "comm/base/status.h"
+#include "base/exchange.h"
+#include "base/status.h"
 #include "comm/transport_plan.h"
 #include "topology/cost_model.h"
 #include "transports/transport.h"

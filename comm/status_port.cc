@@ -14,9 +14,9 @@
 #include <map>
 #include <thread>
 
-#include "comm/base/coarse_clock.h"
-#include "comm/base/log.h"
-#include "comm/base/params.h"
+#include "base/coarse_clock.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "topology/host.h"
 
 namespace loom {

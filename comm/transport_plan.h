@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 #include "transports/ib/verbs.h"
 
 namespace loom {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <random>
 
-#include "comm/base/params.h"
+#include "base/params.h"
 #include "comm/bootstrap/store_server.h"
 #include "topology/inet_address.h"
 #include "topology/netif.h"

@@ -9,7 +9,7 @@ loom and gloo, is repeated, and reports the median; ratios are gloo/loom
 for times (higher is better for loom) and loom/gloo for bandwidth.
 
   PYTHONPATH=<build>/integrations/pytorch/python perf/torch_bench.py [--ranks 2,4]
-      [--max-bytes 128M] [--repeats 5] [--ddp-steps 10] [--skip-ddp]
+      [--max-bytes 128M] [--repeats 5] [--ddp-steps 10] [--skip-ddp] [--skip-collectives]
 
 gloo in torch 1.13 lacks _allgather_base and reduce_scatter: its columns
 there time all_gather into the output's chunks, and all_reduce.
@@ -150,7 +150,8 @@ def worker(rank, world, path, args, q):
         rows.append((name, nbytes, med["loom"], med["gloo"],
                      factor * nbytes / med["loom"] / 1e9, factor * nbytes / med["gloo"] / 1e9))
 
-    bench_collectives(rank, world, groups, args, report)
+    if not args.skip_collectives:
+        bench_collectives(rank, world, groups, args, report)
     ddp = {} if args.skip_ddp else bench_ddp(rank, world, groups, args)
     if rank == 0:
         q.put((rows, ddp))
@@ -165,6 +166,7 @@ def main():
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--ddp-steps", type=int, default=10)
     p.add_argument("--skip-ddp", action="store_true")
+    p.add_argument("--skip-collectives", action="store_true")
     args = p.parse_args()
     args.max_bytes = parse_bytes(args.max_bytes)
     ctx = mp.get_context("fork")

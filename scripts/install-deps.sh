@@ -9,4 +9,8 @@ apt-get install -y -qq --no-install-recommends \
   libboost-dev libhwloc-dev libibverbs-dev libucx-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
   clang iproute2 iptables procps python3 >/dev/null
+# The torch.distributed backend (integrations/pytorch, ctest label torch):
+# Debian's CPU PyTorch, its C++ headers and CMake config, and pybind11.
+apt-get install -y -qq --no-install-recommends \
+  python3-torch libtorch-dev pybind11-dev python3-dev >/dev/null
 echo "install-deps.sh: done"

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 #include "comm/bootstrap/store_server.h"
 #include "tests/harness.h"
 

@@ -18,7 +18,7 @@
 #include "tests/device_conformance.h"
 #include "tests/fake_device_hooks.h"
 #include "tests/harness.h"
-#include "transports/cuda/fake_device_ops.h"
+#include "tests/fake_device_ops.h"
 
 namespace loom::testing {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "comm/device_net.h"
 #include "comm/device_path.h"
-#include "transports/cuda/fake_device_ops.h"
+#include "tests/fake_device_ops.h"
 
 namespace loom {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "loom/loom.hpp"
 #include "tests/device_conformance.h"
-#include "transports/cuda/fake_device_ops.h"
+#include "tests/fake_device_ops.h"
 
 namespace loom::testing {
 

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string_view>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 #include "topology/job.h"
 #include "topology/model.h"
 

@@ -10,7 +10,7 @@
 #include <memory>
 #include <mutex>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 #include "topology/host.h"
 #include "topology/topo_file.h"
 

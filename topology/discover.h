@@ -11,15 +11,15 @@
 #include <string_view>
 #include <vector>
 
-#include "comm/base/params.h"
-#include "comm/base/status.h"
+#include "base/params.h"
+#include "base/status.h"
 #include "topology/model.h"
 
 namespace loom::topology {
 
 // LOOM_TOPO_FILE (NCCL_TOPO_FILE as its NCCL twin; the format is sniffed,
 // see LoadTopologyFile) and LOOM_TOPO_DUMP_FILE. Listed here until
-// comm/base/params.cc's All() includes them.
+// base/params.cc's All() includes them.
 
 // The normalised PCI address of the device a sysfs path points into: the
 // last component of realpath(path) that is a full bus id ("0000:00:03.0"

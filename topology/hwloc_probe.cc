@@ -6,7 +6,7 @@
 #include <map>
 #include <memory>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 #include "topology/discover.h"
 
 #ifdef LOOM_HAVE_HWLOC

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 
 namespace loom::topology {
 

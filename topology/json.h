@@ -9,7 +9,7 @@
 #include <variant>
 #include <vector>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 
 namespace loom::json {
 

@@ -5,7 +5,7 @@
 
 #include <mutex>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 #include "topology/discover.h"
 
 namespace loom::topology {

@@ -5,7 +5,7 @@
 
 #include <string_view>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 #include "topology/model.h"
 
 namespace loom::topology {

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 #include "topology/json.h"
 #include "topology/model.h"
 

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 #include "topology/discover.h"
 
 #if __has_include(<infiniband/verbs.h>)

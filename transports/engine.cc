@@ -13,8 +13,8 @@
 #include <chrono>
 #include <cstring>
 
-#include "comm/base/futex.h"
-#include "comm/base/log.h"
+#include "base/futex.h"
+#include "base/log.h"
 #include "transports/copy.h"
 #include "transports/streaming.h"
 #include "transports/tsan.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 #include "transports/transport.h"
 
 namespace loom {

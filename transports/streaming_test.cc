@@ -1,5 +1,6 @@
-// StreamingCopy / StreamingReduce: every alignment and length lands exactly
-// the bytes of memcpy / the plain reduction, and nothing outside dst.
+// StreamingCopy: every alignment and length lands exactly the bytes of
+// memcpy, and nothing outside dst (StreamingReduce, which needs the
+// reduction kernels, is tested in collectives/reduce).
 #include "transports/streaming.h"
 
 #include <gtest/gtest.h>
@@ -9,7 +10,6 @@
 #include <random>
 #include <vector>
 
-#include "collectives/reduce/reduce.h"
 
 namespace loom {
 namespace {
@@ -37,28 +37,6 @@ TEST(StreamingCopy, EveryAlignmentAndLengthMatchesMemcpy) {
         }
       }
     }
-  }
-}
-
-TEST(StreamingReduce, BitIdenticalToThePlainKernelAcrossBlocks) {
-  // Larger than the 16 KiB bounce block, an odd count, and dst == a.
-  for (DataType type : {DataType::kFloat32, DataType::kFloat16, DataType::kBfloat16,
-                        DataType::kInt64, DataType::kUint8, DataType::kFloat64}) {
-    const size_t es = SizeOf(type);
-    const size_t count = (40 << 10) / es + 7;
-    const auto a = RandomBytes(count * es, 2);
-    const auto b = RandomBytes(count * es, 3);
-    std::vector<unsigned char> want(count * es), got(count * es + 1, 0xEE);
-    ReduceInto(want.data(), a.data(), b.data(), count, type, RedOp::kSum);
-    StreamingReduce(ReduceInto, got.data() + 1, a.data(), b.data(), count, type, RedOp::kSum);
-    ASSERT_EQ(0, std::memcmp(want.data(), got.data() + 1, want.size())) << Name(type);
-    ASSERT_EQ(0xEE, got[0]);
-
-    std::vector<unsigned char> in_place = a;
-    StreamingReduce(ReduceInto, in_place.data(), in_place.data(), b.data(), count, type,
-                    RedOp::kMax);
-    ReduceInto(want.data(), a.data(), b.data(), count, type, RedOp::kMax);
-    ASSERT_EQ(0, std::memcmp(want.data(), in_place.data(), want.size())) << Name(type);
   }
 }
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 #include "loom/types.hpp"
 
 namespace loom {

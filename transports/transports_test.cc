@@ -12,7 +12,7 @@
 #include <numeric>
 #include <thread>
 
-#include "collectives/reduce/reduce.h"
+#include "transports/test_reduce.h"
 #include "transports/engine.h"
 #include "transports/shm/connection.h"
 #include "transports/shm/context.h"
@@ -211,7 +211,7 @@ TEST_P(TransportTest, ReceiveReducesAndGatedSendForwards) {
       t[0].peer = 0;
       t[0].dst = sum.data();
       t[0].reduce_with = y.data();
-      t[0].reduce = &ReduceInto;
+      t[0].reduce = &testing::SumInto;
       t[0].type = DataType::kFloat32;
       t[0].op = RedOp::kSum;
       t[0].bytes = n * 4;
@@ -286,7 +286,7 @@ TEST_P(TransportTest, SmallAndLargeMessagesInterleavedKeepTheirOrder) {
     recvs[m].type = DataType::kInt32;
     if (m % 3 == 0) {  // dst = with + incoming
       recvs[m].reduce_with = with[m].data();
-      recvs[m].reduce = &ReduceInto;
+      recvs[m].reduce = &testing::SumInto;
       recvs[m].op = RedOp::kSum;
     }
   }

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 #include "transports/engine.h"
 
 namespace loom {

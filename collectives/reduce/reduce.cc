@@ -9,7 +9,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

@@ -14,7 +14,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 #include "comm/bootstrap/wire.h"
 
 namespace loom::bootstrap {

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/base/exchange.h"
+#include "base/exchange.h"
 
 namespace loom::bootstrap {
 

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 #include "comm/bootstrap/wire.h"
 
 namespace loom::bootstrap {

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 
 namespace loom::bootstrap {
 

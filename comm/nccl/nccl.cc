@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 #include "comm/launch_env.h"
 #include "comm/nccl/shim.h"
 #include "comm/unique_id.h"

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 #include "comm/nccl/shim.h"
 
 using loom::nccl_shim::Api;

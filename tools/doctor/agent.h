@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 #include "comm/launch_env.h"
 #include "tools/doctor/checks.h"
 #include "tools/doctor/report.h"

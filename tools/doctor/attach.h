@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 #include "topology/json.h"
 #include "tools/doctor/report.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 #include "comm/fingerprint.h"
 #include "topology/json.h"
 #include "topology/model.h"

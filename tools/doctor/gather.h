@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 #include "tools/doctor/facts.h"
 
 namespace loom::doctor {

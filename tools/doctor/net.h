@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 #include "topology/json.h"
 #include "tools/doctor/facts.h"
 

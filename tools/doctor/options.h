@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 
 namespace loom::doctor {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "comm/base/params.h"
+#include "base/params.h"
 #include "comm/fingerprint.h"
 #include "loom/loom.hpp"
 #include "tools/commands.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 
 namespace loom::tools {
 

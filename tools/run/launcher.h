@@ -30,7 +30,7 @@
 #include <string_view>
 #include <vector>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 #include "tools/run/binding.h"
 #include "tools/run/options.h"
 

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 #include "tools/run/binding.h"
 
 namespace loom::tools {

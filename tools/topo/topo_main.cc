@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "comm/base/params.h"
+#include "base/params.h"
 #include "tools/commands.h"
 #include "tools/topo/render.h"
 #include "topology/discover.h"

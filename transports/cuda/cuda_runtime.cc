@@ -2,7 +2,7 @@
 // classification and the RAII owners declared in cuda_runtime.h.
 #include "transports/cuda/cuda_runtime.h"
 
-#include "comm/base/log.h"
+#include "base/log.h"
 
 namespace loom::cuda {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <utility>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 
 namespace loom::cuda {
 

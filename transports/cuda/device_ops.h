@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 #include "loom/types.hpp"
 #include "transports/cuda/ipc.h"
 
@@ -143,11 +143,5 @@ class DeviceOps {
   // nothing to do where the device orders them natively).
   virtual Status FlushRdmaWrites() { return Status::Ok(); }
 };
-
-#if LOOM_HAVE_CUDA
-// The CUDA runtime implementation (cuda_device_ops.cc); a process-wide
-// instance. Only meaningful when DeviceCount() > 0.
-DeviceOps& CudaDeviceOps();
-#endif
 
 }  // namespace loom::cuda

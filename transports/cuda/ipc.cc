@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 #include "transports/cuda/cuda_runtime.h"
 
 namespace loom::cuda {

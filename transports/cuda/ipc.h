@@ -16,7 +16,7 @@
 #include <memory>
 #include <mutex>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 
 namespace loom::cuda {
 

@@ -3,7 +3,7 @@
 // without the CUDA toolkit.
 #include <string>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 #include "transports/cuda/ipc.h"
 
 namespace loom::cuda {

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 
 namespace loom::cuda {
 

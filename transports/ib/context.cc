@@ -13,7 +13,7 @@
 #include <cstring>
 #include <random>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 
 #if __has_include(<infiniband/verbs.h>)
 #include "transports/ib/verbs_api.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/exchange.h"
+#include "base/exchange.h"
 #include "transports/ib/connection.h"
 #include "transports/ib/gdr.h"
 #include "transports/ib/qp.h"

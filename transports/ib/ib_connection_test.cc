@@ -15,7 +15,7 @@
 #include <map>
 #include <numeric>
 
-#include "collectives/reduce/reduce.h"
+#include "transports/test_reduce.h"
 #include "transports/ib/connection.h"
 #include "transports/ib/flow.h"
 #include "transports/ib/qp.h"
@@ -470,7 +470,7 @@ TEST(IbConnection, ReduceOnReceiveWithGatedForward) {
   std::iota(theirs.begin(), theirs.end(), 0.5f);
   Transfer s = Send(theirs.data(), kN * 4), r = Recv(sum.data(), kN * 4);
   r.reduce_with = mine.data();
-  r.reduce = &ReduceInto;
+  r.reduce = &testing::SumInto;
   r.type = DataType::kFloat32;
   r.op = RedOp::kSum;
   // rank 1 forwards the sum back as it is reduced: a send gated on the receive.
@@ -697,7 +697,7 @@ TEST(IbGdr, DeviceTransfersTheConnectionCannotTakeAreNamed) {
     r.device = dev_recv;
     if (reduce) {
       r.reduce_with = dst.bytes.data();
-      r.reduce = &ReduceInto;
+      r.reduce = &testing::SumInto;
     }
     p.a->PostSend(&s);
     p.b->PostRecv(&r);

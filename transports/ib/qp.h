@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 
 namespace loom::ib {
 

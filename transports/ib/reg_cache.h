@@ -8,7 +8,7 @@
 #include <list>
 #include <memory>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 
 namespace loom::ib {
 

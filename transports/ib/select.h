@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 #include "topology/socket_ifname.h"
 
 namespace loom::ib {

@@ -11,7 +11,7 @@
 #include <map>
 #include <mutex>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 
 #if __has_include(<infiniband/verbs.h>)
 #include "transports/ib/verbs_api.h"

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 #include "transports/ib/reg_cache.h"
 
 namespace loom::ib {

@@ -18,7 +18,7 @@
 #include <memory>
 #include <mutex>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 #include "transports/copy.h"
 #include "transports/streaming.h"
 #include "transports/tsan.h"

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <new>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 
 namespace loom {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/exchange.h"
+#include "base/exchange.h"
 #include "transports/shm/connection.h"
 #include "transports/shm/segment.h"
 

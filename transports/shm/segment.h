@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <string>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 
 namespace loom {
 

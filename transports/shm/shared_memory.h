@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 #include "transports/transport.h"  // SharedRef
 
 namespace loom {

@@ -19,7 +19,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 #include "transports/streaming.h"
 
 namespace loom {

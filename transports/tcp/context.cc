@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <map>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 #include "transports/tcp/connection.h"
 
 namespace loom {

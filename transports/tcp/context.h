@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/exchange.h"
+#include "base/exchange.h"
 #include "transports/tcp/nics.h"
 #include "transports/transport.h"
 

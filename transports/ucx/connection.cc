@@ -13,7 +13,7 @@
 #include <cstring>
 #include <thread>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 
 namespace loom {
 

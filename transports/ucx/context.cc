@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <iterator>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 #include "transports/ucx/connection.h"
 
 namespace loom {

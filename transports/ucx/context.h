@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "comm/base/exchange.h"
+#include "base/exchange.h"
 #include "transports/transport.h"
 
 namespace loom {

@@ -15,7 +15,7 @@
 #include <optional>
 #include <thread>
 
-#include "collectives/reduce/reduce.h"
+#include "transports/test_reduce.h"
 #include "transports/engine.h"
 #include "transports/ucx/connection.h"
 #include "transports/ucx/context.h"
@@ -277,7 +277,7 @@ TEST_P(UcxTest, ReceiveReducesAndGatedSendForwards) {
   std::vector<Transfer> t0{Send(1, x.data(), n * 4), Recv(1, back.data(), n * 4)};
   std::vector<Transfer> t1{Recv(0, sum.data(), n * 4), Send(0, sum.data(), n * 4)};
   t1[0].reduce_with = y.data();
-  t1[0].reduce = &ReduceInto;
+  t1[0].reduce = &testing::SumInto;
   t1[0].type = DataType::kFloat32;
   t1[0].op = RedOp::kSum;
   t1[1].gate = &t1[0];

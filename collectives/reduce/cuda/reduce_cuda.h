@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "comm/base/status.h"
+#include "base/status.h"
 #include "loom/types.hpp"
 
 namespace loom {

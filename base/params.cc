@@ -1,6 +1,6 @@
 // The declared parameters and their lookup: LOOM_X, then NCCL_X, then the
 // config files (NCCL's NAME=value format), then the default.
-#include "comm/base/params.h"
+#include "base/params.h"
 
 #include <pwd.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 
 namespace loom {
 

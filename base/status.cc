@@ -1,5 +1,5 @@
 // Status: code names, formatting, errno conversion.
-#include "comm/base/status.h"
+#include "base/status.h"
 
 #include <cstring>
 

@@ -1,6 +1,6 @@
 // RingQueue keeps FIFO order across growth and wrap-around, and releases
 // what it pops.
-#include "comm/base/ring_queue.h"
+#include "base/ring_queue.h"
 
 #include <gtest/gtest.h>
 

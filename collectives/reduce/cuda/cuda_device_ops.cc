@@ -14,10 +14,11 @@
 #include <mutex>
 #include <thread>
 
+#include "collectives/reduce/cuda/cuda_device_ops.h"
+
+#include "base/log.h"
 #include "collectives/reduce/cuda/reduce_cuda.h"
-#include "comm/base/log.h"
 #include "transports/cuda/cuda_runtime.h"
-#include "transports/cuda/device_ops.h"
 
 namespace loom::cuda {
 namespace {

@@ -1,6 +1,6 @@
 // Logging state (level, subsystem mask, output file) read from LOOM_DEBUG* /
 // NCCL_DEBUG* and the config files, and the line writer behind LOOM_WARN etc.
-#include "comm/base/log.h"
+#include "base/log.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "comm/base/params.h"
+#include "base/params.h"
 
 namespace loom::log {
 

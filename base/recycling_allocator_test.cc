@@ -1,4 +1,4 @@
-#include "comm/base/recycling_allocator.h"
+#include "base/recycling_allocator.h"
 
 #include <gtest/gtest.h>
 

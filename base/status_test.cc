@@ -1,5 +1,5 @@
 // Tests for Status, Result<T>, the propagation macros and Deadline.
-#include "comm/base/status.h"
+#include "base/status.h"
 
 #include <gtest/gtest.h>
 

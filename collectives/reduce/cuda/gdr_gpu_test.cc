@@ -9,7 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include "transports/cuda/cuda_runtime.h"
-#include "transports/cuda/device_ops.h"
+#include "collectives/reduce/cuda/cuda_device_ops.h"
 
 namespace loom::cuda {
 namespace {

@@ -1,6 +1,6 @@
 // Tests for the logger: NCCL_DEBUG / NCCL_DEBUG_SUBSYS / NCCL_DEBUG_FILE
 // parsing, LOOM_* precedence, line format, and whole lines under concurrency.
-#include "comm/base/log.h"
+#include "base/log.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/base/params.h"
+#include "base/params.h"
 
 namespace loom::log {
 namespace {

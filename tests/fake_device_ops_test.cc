@@ -1,7 +1,7 @@
 // FakeDeviceOps keeps CUDA's stream-order semantics, since the communicator's
 // device-path tests rely on it: enqueue returns at once, work runs in order,
 // events and stream waits behave like cudaEvent*/cuStreamWaitValue64.
-#include "transports/cuda/fake_device_ops.h"
+#include "tests/fake_device_ops.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

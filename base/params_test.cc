@@ -1,6 +1,6 @@
 // Tests for parameter lookup: LOOM_X over NCCL_X over config files over the
 // default, config-file syntax and search order, and value parsing.
-#include "comm/base/params.h"
+#include "base/params.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/base/log.h"
+#include "base/log.h"
 
 extern char** environ;
 

@@ -1,6 +1,6 @@
 // FakeDeviceOps: streams as task FIFOs run by one thread each, events as
 // generation counters, device memory as tagged host memory.
-#include "transports/cuda/fake_device_ops.h"
+#include "tests/fake_device_ops.h"
 
 #include <sys/eventfd.h>
 
