@@ -16,6 +16,7 @@
 #include "base/futex.h"
 #include "base/log.h"
 #include "transports/copy.h"
+#include "transports/peer_memory.h"
 #include "transports/streaming.h"
 #include "transports/tsan.h"
 
@@ -136,7 +137,7 @@ Engine::Engine(Options options, std::vector<std::unique_ptr<Connection>> connect
   small_ok_ = options_.small_slots != nullptr && connections_.size() > 1;
   for (size_t p = 0; p < connections_.size(); ++p) {
     if (connections_[p] == nullptr) continue;
-    mailboxes_[p] = connections_[p]->PeerMailbox();
+    if (PeerMemory* m = connections_[p]->peer_memory()) mailboxes_[p] = m->PeerMailbox();
     if (mailboxes_[p].slots == nullptr) small_ok_ = false;
   }
 }
@@ -363,7 +364,8 @@ Status Engine::SmallWait(OpKind kind, size_t bytes, uint8_t step, Deadline deadl
       // A message from a peer that has not published its part: it runs
       // another operation here (once it had published it could be ahead,
       // in the next operation, legitimately; it publishes before sending).
-      if (std::optional<MessageHeader> h = connections_[p]->PeekIncoming();
+      // small_ok_: every connection is shared memory, with its PeerMemory.
+      if (std::optional<MessageHeader> h = connections_[p]->peer_memory()->PeekIncoming();
           h && mailboxes_[p].slots[k % 2].serial.load(std::memory_order_acquire) != k + 1) {
         return InvalidUsage("mismatched operations: " + connections_[p]->Describe() + " sent " +
                             std::to_string(h->bytes) + " bytes for " +
@@ -407,7 +409,8 @@ Status Engine::CheckSmallMismatch(Connection* c, int peer) const {
   if (!small_ok_ || peer < 0) return Status::Ok();
   const SmallSlot& slot = mailboxes_[peer].slots[small_seq_ % 2];
   if (slot.serial.load(std::memory_order_acquire) != small_seq_ + 1) return Status::Ok();
-  if (!c->RecvStarved()) return Status::Ok();
+  PeerMemory* m = c->peer_memory();
+  if (m == nullptr || !m->RecvStarved()) return Status::Ok();
   return InvalidUsage("mismatched operations: " + c->Describe() + " runs " +
                       DescribeSmall(static_cast<OpKind>(slot.kind), slot.bytes, slot.step) +
                       " (through shared memory) where this rank waits for a message from it; "

@@ -108,6 +108,7 @@ static_assert(sizeof(MessageHeader) == 16);
 inline constexpr uint8_t kHeaderMagic = 0x6c;  // 'l'
 
 class Connection;
+class PeerMemory;  // transports/peer_memory.h
 
 // Checks a received header against the posted receive; the message names
 // both sides' view so the user sees which rank diverged. `from` is asked to
@@ -173,38 +174,13 @@ class Connection {
   // For timeout messages: whom the peer itself is blocked on, when it says
   // (shared memory peers publish it while they sleep); nullopt otherwise.
   virtual std::optional<PeerWait> PeerWaitingOn() const { return std::nullopt; }
-  // Shared memory only: the peer's mailbox (else empty), and the header of
-  // the next message it sent that this side has not read yet, if any (only
-  // meaningful while no receive is posted: mismatch diagnostics).
-  virtual PeerMailboxView PeerMailbox() const { return {}; }
-  virtual std::optional<MessageHeader> PeekIncoming() { return std::nullopt; }
-  // Shared memory only: a receive is posted and not one unread byte of the
-  // peer's has arrived (mismatch diagnostics).
-  virtual bool RecvStarved() { return false; }
-
   // "SHM", "NET/Socket/lo", as NCCL prints "via ...".
   virtual std::string Describe() const = 0;
 
-  // Optional capability, single-copy reads: copies `bytes` at `remote` in the
-  // peer's address space into `dst` (process_vm_readv between processes of
-  // one host). Blocking, thread-compatible. Only connections that report
-  // can_read_peer() support it; the default is "not supported".
-  virtual bool can_read_peer() const { return false; }
-  virtual Status ReadPeer(void* dst, uint64_t remote, size_t bytes) {
-    (void)dst, (void)remote, (void)bytes;
-    return InvalidUsage(Describe() + " cannot read peer memory directly");
-  }
-  // Optional, zero-copy: a local read-only address for `bytes` at `remote`
-  // in the peer, or null when there is none (then use ReadPeer). The
-  // default has none; shared memory (ShmConnection) has one when the peer
-  // is this process, or when `where` says the bytes are in the peer's
-  // shareable memory (loom::AllocShared) and it could be mapped.
-  // The view stays valid until the connection is destroyed or has mapped
-  // many other allocations; use it within the operation. Thread-compatible.
-  virtual const void* PeerView(uint64_t remote, size_t bytes, const SharedRef& where) {
-    (void)remote, (void)bytes, (void)where;
-    return nullptr;
-  }
+  // Optional capability of a peer on this host (transports/peer_memory.h):
+  // its memory, mailbox and FIFO. Null (the default) for every transport
+  // but shared memory; the connection owns it.
+  virtual PeerMemory* peer_memory() { return nullptr; }
 };
 
 }  // namespace loom

@@ -16,7 +16,7 @@
 #include "collectives/patterns/tree.h"
 #include "collectives/reduce/reduce.h"
 #include "transports/copy.h"
-#include "transports/shm/shared_memory.h"
+#include "transports/peer_memory.h"
 #include "transports/streaming.h"
 
 namespace loom {
@@ -393,7 +393,7 @@ Status SendRecv(Engine& e, const CollArgs& a, Deadline deadline) {
 // ---- Single-copy algorithms for ranks of one host ----------------------
 // Peers' buffers are read directly: with plain loads through a mapping
 // when they are in shareable memory (loom::AllocShared), else with a
-// cross-memory read (Connection::ReadPeer). The FIFOs carry only where the
+// cross-memory read (PeerMemory::ReadPeer). The FIFOs carry only where the
 // buffers are and empty "done" messages.
 
 struct PeerBuffers {
@@ -416,12 +416,13 @@ Status ExchangeAddresses(Engine& e, int r, const CollArgs& a, size_t send_bytes,
 // dst = `bytes` at `remote` in peer p's memory.
 Status CopyFromPeer(Engine& e, int p, void* dst, uint64_t remote, const SharedRef& where,
                     size_t bytes) {
-  Connection* c = e.connection(p);
-  if (const void* view = c->PeerView(remote, bytes, where)) {
+  PeerMemory* m = e.connection(p)->peer_memory();
+  if (m == nullptr) return InvalidUsage(e.connection(p)->Describe() + " cannot read peer memory");
+  if (const void* view = m->PeerView(remote, bytes, where)) {
     CopyBytes(dst, view, bytes);
     return Status::Ok();
   }
-  return c->ReadPeer(dst, remote, bytes);
+  return m->ReadPeer(dst, remote, bytes);
 }
 
 // out[range] = reduction over ranks (this rank's `local` first, then peers in
@@ -440,9 +441,11 @@ Status ReduceFromPeers(Engine& e, int r, const CollArgs& a, const std::vector<Pe
     for (int p = 0; p < e.size(); ++p) {
       if (p == r) continue;
       const uint64_t remote = bufs[p].send + (off + c) * es;
-      const void* in = e.connection(p)->PeerView(remote, len * es, bufs[p].send_ref);
+      PeerMemory* m = e.connection(p)->peer_memory();
+      if (m == nullptr) return InvalidUsage(e.connection(p)->Describe() + " cannot read peer memory");
+      const void* in = m->PeerView(remote, len * es, bufs[p].send_ref);
       if (in == nullptr) {
-        LOOM_TRY(e.connection(p)->ReadPeer(tmp, remote, len * es));
+        LOOM_TRY(m->ReadPeer(tmp, remote, len * es));
         in = tmp;
       }
       ReduceInto(dst, acc, in, len, a.type, op);

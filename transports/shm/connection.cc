@@ -271,7 +271,7 @@ const void* ShmConnection::PeerView(uint64_t remote, size_t bytes, const SharedR
 }
 
 Status ShmConnection::ReadPeer(void* dst, uint64_t remote, size_t bytes) {
-  if (!peer_read_) return Connection::ReadPeer(dst, remote, bytes);
+  if (!peer_read_) return InvalidUsage(Describe() + " cannot read peer memory directly");
   return ProbePeerRead(dst, remote, bytes);
 }
 

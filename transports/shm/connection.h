@@ -12,6 +12,7 @@
 
 #include "transports/engine.h"
 #include "transports/shm/segment.h"
+#include "transports/peer_memory.h"
 #include "transports/transport.h"
 
 namespace loom {
@@ -58,7 +59,7 @@ struct ShmMailbox {
   alignas(kLinePairBytes) SmallSlot small[2];
 };
 
-class ShmConnection final : public Connection {
+class ShmConnection final : public Connection, public PeerMemory {
  public:
   // `out` is this rank's FIFO to the peer, `in` the peer's FIFO to us;
   // `peer_mailbox` is mapped from the peer (we ring its doorbell).
@@ -76,6 +77,7 @@ class ShmConnection final : public Connection {
   std::optional<MessageHeader> PeekIncoming() override;
   bool RecvStarved() override;
   std::string Describe() const override;
+  PeerMemory* peer_memory() override { return this; }
   bool can_read_peer() const override { return peer_read_; }
   Status ReadPeer(void* dst, uint64_t remote, size_t bytes) override;
   // Maps the peer's shareable allocation read-only through

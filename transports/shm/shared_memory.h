@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "base/status.h"
-#include "transports/transport.h"  // SharedRef
+#include "transports/peer_memory.h"  // SharedRef, FindShared
 
 namespace loom {
 
@@ -21,8 +21,7 @@ Status FreeShared(void* p);
 // look again at the allocations of this process they still map.
 uint64_t SharedFrees();
 
-// The allocation holding [p, p + bytes), if any (fd < 0 otherwise).
-// Thread-safe; a lookup in a small ordered map.
-SharedRef FindShared(const void* p, size_t bytes);
+// FindShared (declared in transports/peer_memory.h) is defined here: a
+// lookup in a small ordered map.
 
 }  // namespace loom
