@@ -22,7 +22,7 @@ void LoomWork::Start(const c10::intrusive_ptr<LoomWork>& self, std::vector<loom:
                      Completer* completer) {
   self->ops_ = std::move(ops);
   if (self->ops_.empty()) {
-    self->Finalize();
+    StartDone(self, loom::Status::Ok());
     return;
   }
   self->pending_.store(static_cast<int>(self->ops_.size()));
@@ -36,7 +36,15 @@ void LoomWork::Start(const c10::intrusive_ptr<LoomWork>& self, std::vector<loom:
 }
 
 void LoomWork::StartDone(const c10::intrusive_ptr<LoomWork>& self, const loom::Status& status) {
-  if (!status.ok()) self->first_error_ = status;
+  if (!status.ok()) {
+    std::lock_guard<std::mutex> lock(self->error_mu_);
+    self->first_error_ = status;
+  }
+  {
+    std::lock_guard<std::mutex> lock(self->done_mu_);
+    self->pending_.store(0);
+  }
+  self->done_cv_.notify_all();
   self->Finalize();
 }
 
@@ -45,9 +53,16 @@ void LoomWork::OneDone(const loom::Status& s, Completer* completer) {
     std::lock_guard<std::mutex> lock(error_mu_);
     if (first_error_.ok()) first_error_ = s;
   }
-  if (pending_.fetch_sub(1) == 1) {
-    completer->Push(c10::intrusive_ptr<LoomWork>::reclaim_copy(this));
+  if (pending_.fetch_sub(1, std::memory_order_seq_cst) != 1) return;
+  // Pairs with wait()'s decrement of waiters_ and its load of pending_:
+  // either a waiter sees pending_ at 0 and finalizes, or this sees no
+  // waiter and hands the Work to a Completer thread.
+  if (waiters_.load(std::memory_order_seq_cst) > 0) {
+    { std::lock_guard<std::mutex> lock(done_mu_); }
+    done_cv_.notify_all();
+    return;
   }
+  completer->Push(c10::intrusive_ptr<LoomWork>::reclaim_copy(this));
 }
 
 void LoomWork::Finalize() {
@@ -80,6 +95,7 @@ bool LoomWork::wait(std::chrono::milliseconds timeout) {
                                                         : loom::Deadline::After(timeout);
   // loom's Wait lets this thread run the queued ops itself: no hand-off to
   // loom's worker, and once they are done this thread completes the Work.
+  waiters_.fetch_add(1, std::memory_order_seq_cst);
   bool all_done = true;
   for (const loom::Work& op : ops_) {
     loom::Status s = op.Wait(deadline);
@@ -88,7 +104,19 @@ bool LoomWork::wait(std::chrono::milliseconds timeout) {
       break;
     }
   }
-  if (all_done && !ops_.empty() && pending_.load() == 0) Finalize();
+  if (all_done) {
+    // The ops are done; their callbacks (which count pending_ down) may
+    // still be running on the thread that completed them.
+    std::unique_lock<std::mutex> lock(done_mu_);
+    auto counted = [&] { return pending_.load() == 0; };
+    if (deadline.never()) {
+      done_cv_.wait(lock, counted);
+    } else {
+      done_cv_.wait_until(lock, deadline.at(), counted);
+    }
+  }
+  waiters_.fetch_sub(1, std::memory_order_seq_cst);
+  if (pending_.load(std::memory_order_seq_cst) == 0) Finalize();
   return c10d::Work::wait(timeout);
 }
 

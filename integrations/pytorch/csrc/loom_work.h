@@ -56,8 +56,16 @@ class LoomWork : public c10d::Work {
   std::function<void()> finish_step_;
   std::vector<loom::Work> ops_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
-  std::atomic<int> pending_{0};
+  // Loom operations not yet reported complete; 1 until Start or StartDone
+  // (a batched send/recv waits for endCoalescing).
+  std::atomic<int> pending_{1};
   std::atomic<bool> claimed_{false};
+  // Threads inside wait(): while there are any, the last loom completion
+  // wakes them (cheap, they usually run the op themselves) instead of a
+  // Completer thread, and one of them finalizes.
+  std::atomic<int> waiters_{0};
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
   std::mutex error_mu_;
   loom::Status first_error_;
 };

@@ -26,8 +26,8 @@ void CheckTensor(const at::Tensor& t, const char* opname) {
   TORCH_CHECK(t.layout() == at::kStrided, "loom: ", opname, " takes dense (strided) tensors, got ",
               t.layout());
   TORCH_CHECK(t.device().is_cpu(), "loom: ", opname, " got a tensor on ", t.device(),
-              "; this loom_torch build moves CPU tensors only (a CUDA torch build routes device "
-              "tensors through loom's stream API)");
+              "; loom_torch moves CPU tensors only (device tensors through loom's stream API "
+              "are not implemented; move the tensor to the CPU or use the nccl backend)");
 }
 
 const at::Tensor& One(const std::vector<at::Tensor>& ts, const char* opname) {
