@@ -148,6 +148,7 @@ class Communicator::Impl {
 
  private:
   friend class Communicator;
+  struct Setup;  // Create's named steps (setup.cc)
   Status Validate(const CollArgs& a) const;
   void WorkerLoop();
   // false when another thread holds the claim to execute (it wakes the

@@ -1,5 +1,5 @@
-// Communicator setup: store registration, fingerprint check, transport
-// choice per peer, shm and TCP connections, worker start; and Split.
+// Communicator setup (Create as a list of named steps): store registration,
+// fingerprint check, transport choice per peer, connections, worker start; and Split.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/prctl.h>
@@ -236,10 +236,82 @@ Result<topology::JobTopology> FuseJob(const std::vector<PeerInfo>& peers,
 
 }  // namespace
 
+// Create's steps, in order, and what they hand on to each other. A step
+// that can fail returns its Status, and the Impl reaches the
+// caller only once every step succeeded.
+struct Communicator::Impl::Setup {
+  Setup(const std::string& store_host, uint16_t store_port, uint64_t secret, int rank, int size,
+        const CommConfig& config);
+
+  Status JoinStore();              // settings parsed, connected to rank 0's store
+  void DescribeThisRank();         // listeners (TCP, UCX) and what this rank can use
+  void ListenOnSockets();
+  void StartUcx();
+  Status ExchangeDescriptions();   // every rank's description; fingerprints compared
+  Status PlanLinks();              // a transport per peer, the same on both ends
+  Status ConnectSharedMemory();    // FIFOs, single-copy reads, the streaming choice
+  Status ConnectSockets();
+  Status ConnectUcx();
+  Status ConnectIb();              // and GPUDirect RDMA between GPUs where every link has it
+  Status BuildCostModel();         // the job's topology, priced the same on every rank
+  void StartEngine();
+  Status Start();                  // device IPC, the last barrier, the worker, the status port
+
+  // Whether every pair of ranks (or, with `any`, some pair) is linked by `kind`.
+  bool Links(TransportKind kind, bool any) const;
+
+  std::unique_ptr<Impl> impl = std::make_unique<Impl>();
+  Impl* raw = impl.get();
+  std::string store_host;
+  uint16_t store_port;
+  Deadline deadline = Deadline::Never();
+  std::string who;
+
+  PeerInfo mine;
+  Status no_interface;
+  std::string ifname;
+  std::optional<NetInterface> socket_if;
+#if defined(LOOM_HAVE_UCX)
+  std::unique_ptr<UcxContext> ucx;
+#endif
+  Availability ucx_availability;
+  ib::PortInfo ib_port;
+
+  std::vector<PeerInfo> peers;
+  std::vector<std::string> hosts, host_ids;
+  std::vector<int> pids;
+  std::vector<uint64_t> read_probes;
+  std::vector<TransportRecord> transports;
+  std::vector<int> shm_peers, tcp_peers, ucx_peers, ib_peers;
+
+  std::vector<std::unique_ptr<Connection>> conns;
+  Doorbell* doorbell = nullptr;
+  // Every rank's shm peers are readable at this price (gbs > 0), the same everywhere.
+  topology::PeerReadPrice job_single_copy;
+  size_t ranks_here = 1;
+};
+
 Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     const std::string& store_host, uint16_t store_port, uint64_t secret, int rank, int size,
     const CommConfig& config) {
-  auto impl = std::make_unique<Impl>();
+  Setup s(store_host, store_port, secret, rank, size, config);
+  LOOM_TRY(s.JoinStore());
+  s.DescribeThisRank();
+  LOOM_TRY(s.ExchangeDescriptions());
+  LOOM_TRY(s.PlanLinks());
+  LOOM_TRY(s.ConnectSharedMemory());
+  LOOM_TRY(s.ConnectSockets());
+  LOOM_TRY(s.ConnectUcx());
+  LOOM_TRY(s.ConnectIb());
+  LOOM_TRY(s.BuildCostModel());
+  s.StartEngine();
+  LOOM_TRY(s.Start());
+  return std::move(s.impl);
+}
+
+Communicator::Impl::Setup::Setup(const std::string& host, uint16_t port, uint64_t secret, int rank,
+                                 int size, const CommConfig& config)
+    : store_host(host), store_port(port), conns(size) {
   impl->rank = rank;
   impl->size = size;
   impl->config = config;
@@ -247,23 +319,36 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   impl->host = Hostname();
   int64_t timeout_ms = config.timeout.count() > 0 ? config.timeout.count() : params::kTimeoutMs.Get();
   impl->timeout = std::chrono::milliseconds(timeout_ms);
-  const Deadline deadline = Deadline::After(impl->timeout);
-  const std::string who = "rank " + std::to_string(rank) + " (" + impl->host + ")";
+  deadline = Deadline::After(impl->timeout);
+  who = "rank " + std::to_string(rank) + " (" + impl->host + ")";
+}
 
+bool Communicator::Impl::Setup::Links(TransportKind kind, bool any) const {
+  for (int a = 0; a < impl->size; ++a) {
+    for (int b = a + 1; b < impl->size; ++b) {
+      auto link = PlanLink(transports, a, b);
+      const bool is = link.ok() && link->kind == kind;
+      if (is == any) return any;
+    }
+  }
+  return !any;
+}
+
+Status Communicator::Impl::Setup::JoinStore() {
   LOOM_ASSIGN_OR_RETURN(impl->algo_filter_, AlgoFilter::Parse(params::kAlgo.Get()));
   LOOM_ASSIGN_OR_RETURN(impl->tune_, TuneTable::Parse(params::kTune.Get()));
-
-  bootstrap::StoreClient::Identity me{rank, size, impl->host, getpid()};
+  bootstrap::StoreClient::Identity me{impl->rank, impl->size, impl->host, getpid()};
   LOOM_ASSIGN_OR_RETURN(impl->store_, bootstrap::StoreClient::Connect(store_host, store_port,
-                                                                      secret, me, deadline));
-  Impl* raw = impl.get();
-  impl->store_->SetFailureCallback([raw](int failed_rank, const std::string& message) {
+                                                                      impl->secret_, me, deadline));
+  Impl* self = raw;
+  impl->store_->SetFailureCallback([self](int failed_rank, const std::string& message) {
     (void)failed_rank;
-    raw->Abort(RemoteError(message));
+    self->Abort(RemoteError(message));
   });
+  return Status::Ok();
+}
 
-  // A listener on the interface NCCL's rules pick (the store's subnet first).
-  PeerInfo mine;
+void Communicator::Impl::Setup::DescribeThisRank() {
   mine.fingerprint = EncodeFingerprint(LocalFingerprint());
   mine.host_id = HostIdentity();
   mine.hostname = impl->host;
@@ -274,54 +359,72 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     Result<int> device = ops->CurrentDevice();
     if (device.ok()) impl->cuda_device = device.value();
   }
-  Status no_interface;
-  std::string ifname;
-  std::optional<NetInterface> socket_if;
-  {
-    auto store_addr = ResolveHost(store_host, store_port);
-    auto all = ListInterfaces();
-    Result<std::vector<NetInterface>> chosen =
-        all.ok() ? SelectSocketInterfaces(all.value(), params::kSocketIfname.Get(),
-                                          params::kSocketFamily.Get(),
-                                          params::kSocketIfname.Get().empty() ? 1 : 8,
-                                          store_addr.ok() ? reinterpret_cast<const sockaddr*>(
-                                                                &store_addr.value())
-                                                          : nullptr)
-                 : Result<std::vector<NetInterface>>(all.status());
-    if (chosen.ok()) {
-      // Several NICs (NCCL_SOCKET_IFNAME=data0,data1 or a prefix) carry
-      // striped sockets; loopback or mixed families never join a stripe.
-      std::vector<TcpListen> nics;
-      mine.nic_mbps = 0;  // the striped NICs' speeds add up; unknown (-1) if any is
-      for (const NetInterface& nic : *chosen) {
-        const NetInterface& first = chosen->front();
-        if (!nics.empty() && (first.loopback || nic.loopback || nic.family != first.family)) continue;
-        mine.nic_mbps = mine.nic_mbps < 0 || nic.speed_mbps <= 0 ? -1 : mine.nic_mbps + nic.speed_mbps;
-        std::string a = nic.address;
-        if (auto pct = a.find('%'); pct != std::string::npos) a = a.substr(0, pct);
-        nics.push_back(TcpListen{a, nic.name, nic.prefix_len});
-        ifname += (ifname.empty() ? "" : ",") + nic.name;
-      }
-      const std::string addr = nics.front().address;
-      socket_if = chosen->front();
-      auto tcp = TcpContext::Create(nics, secret);
-      if (tcp.ok()) {
-        impl->tcp_ = std::move(tcp).value();
-        mine.tcp_address = impl->tcp_->address();
-        impl->bind_address_ = addr;
-      } else {
-        no_interface = tcp.status();
-      }
-    } else {
-      no_interface = chosen.status();
+  ListenOnSockets();
+  StartUcx();
+  TransportRecord tr;
+  tr.host_id = mine.host_id;
+  tr.hostname = impl->host;
+  tr.shm = Availability::Usable("/dev/shm");
+  tr.socket = impl->tcp_ != nullptr ? Availability::Usable(ifname)
+                                    : Availability::Unusable(no_interface.message());
+  tr.socket_address = mine.tcp_address;
+  tr.ucx = ucx_availability;
+  tr.knobs.shm_disable = params::kShmDisable.Get();
+  tr.knobs.ib_disable = params::kIbDisable.Get();
+  tr.knobs.net = params::kNet.Get();
+  tr.knobs.require = params::kRequireTransport.Get();
+  tr.ib = IbAvailability(&ib_port, tr.knobs);
+  mine.transports = EncodeTransportRecord(tr);
+}
+
+// A listener on the interfaces NCCL's rules pick (the store's subnet first);
+// without one, no_interface says why and the plan uses no sockets here.
+void Communicator::Impl::Setup::ListenOnSockets() {
+  auto store_addr = ResolveHost(store_host, store_port);
+  auto all = ListInterfaces();
+  Result<std::vector<NetInterface>> chosen =
+      all.ok() ? SelectSocketInterfaces(all.value(), params::kSocketIfname.Get(),
+                                        params::kSocketFamily.Get(),
+                                        params::kSocketIfname.Get().empty() ? 1 : 8,
+                                        store_addr.ok() ? reinterpret_cast<const sockaddr*>(
+                                                              &store_addr.value())
+                                                        : nullptr)
+               : Result<std::vector<NetInterface>>(all.status());
+  if (chosen.ok()) {
+    // Several NICs (NCCL_SOCKET_IFNAME=data0,data1 or a prefix) carry
+    // striped sockets; loopback or mixed families never join a stripe.
+    std::vector<TcpListen> nics;
+    mine.nic_mbps = 0;  // the striped NICs' speeds add up; unknown (-1) if any is
+    for (const NetInterface& nic : *chosen) {
+      const NetInterface& first = chosen->front();
+      if (!nics.empty() && (first.loopback || nic.loopback || nic.family != first.family)) continue;
+      mine.nic_mbps = mine.nic_mbps < 0 || nic.speed_mbps <= 0 ? -1 : mine.nic_mbps + nic.speed_mbps;
+      std::string a = nic.address;
+      if (auto pct = a.find('%'); pct != std::string::npos) a = a.substr(0, pct);
+      nics.push_back(TcpListen{a, nic.name, nic.prefix_len});
+      ifname += (ifname.empty() ? "" : ",") + nic.name;
     }
+    const std::string addr = nics.front().address;
+    socket_if = chosen->front();
+    auto tcp = TcpContext::Create(nics, impl->secret_);
+    if (tcp.ok()) {
+      impl->tcp_ = std::move(tcp).value();
+      mine.tcp_address = impl->tcp_->address();
+      impl->bind_address_ = addr;
+    } else {
+      no_interface = tcp.status();
+    }
+  } else {
+    no_interface = chosen.status();
   }
-  // UCX, when asked for: a worker pinned to the socket interface chosen above
-  // (UCX_NET_DEVICES unless set). The context is local: the connections
-  // share its worker and keep it alive.
+}
+
+// UCX, when asked for: a worker pinned to the socket interface chosen
+// (UCX_NET_DEVICES unless set). The connections share its worker and keep
+// it alive.
+void Communicator::Impl::Setup::StartUcx() {
 #if defined(LOOM_HAVE_UCX)
-  std::unique_ptr<UcxContext> ucx;
-  Availability ucx_availability = Availability::Absent(
+  ucx_availability = Availability::Absent(
       "not initialised: only NCCL_NET=UCX or LOOM_REQUIRE_TRANSPORT=ucx selects UCX");
   if (UcxRequested()) {
     UcxOptions uo;
@@ -337,26 +440,11 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     }
   }
 #else
-  const Availability ucx_availability = Availability::Absent("loom was built without UCX");
+  ucx_availability = Availability::Absent("loom was built without UCX");
 #endif
-  ib::PortInfo ib_port;
-  {
-    TransportRecord tr;
-    tr.host_id = mine.host_id;
-    tr.hostname = impl->host;
-    tr.shm = Availability::Usable("/dev/shm");
-    tr.socket = impl->tcp_ != nullptr ? Availability::Usable(ifname)
-                                      : Availability::Unusable(no_interface.message());
-    tr.socket_address = mine.tcp_address;
-    tr.ucx = ucx_availability;
-    tr.knobs.shm_disable = params::kShmDisable.Get();
-    tr.knobs.ib_disable = params::kIbDisable.Get();
-    tr.knobs.net = params::kNet.Get();
-    tr.knobs.require = params::kRequireTransport.Get();
-    tr.ib = IbAvailability(&ib_port, tr.knobs);
-    mine.transports = EncodeTransportRecord(tr);
-  }
+}
 
+Status Communicator::Impl::Setup::ExchangeDescriptions() {
   if (params::kShmSingleCopy.Get()) {
     // Under Yama ptrace_scope=1 (Ubuntu's default) only a declared tracer may
     // read our memory: let any process of this user do so, as the peers'
@@ -365,12 +453,8 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   }
   LOOM_ASSIGN_OR_RETURN(auto records, impl->store_->AllGather("setup", Encode(mine), deadline));
-  std::vector<PeerInfo> peers;
   std::vector<Fingerprint> fps;
-  std::vector<std::string> hosts, host_ids;
-  std::vector<int> pids;
-  std::vector<uint64_t> read_probes;
-  for (int r = 0; r < size; ++r) {
+  for (int r = 0; r < impl->size; ++r) {
     LOOM_ASSIGN_OR_RETURN(PeerInfo p, Decode(records[r], r));
     fps.push_back(DecodeFingerprint(p.fingerprint));
     hosts.push_back(p.hostname);
@@ -379,20 +463,20 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
     read_probes.push_back(p.read_probe);
     peers.push_back(std::move(p));
   }
-  LOOM_TRY(CompareFingerprints(fps, hosts).WithContext(who));
+  return CompareFingerprints(fps, hosts).WithContext(who);
+}
 
+Status Communicator::Impl::Setup::PlanLinks() {
   // Transport per link (comm/transport_plan.h): both ends evaluate the same
   // rules over the same records, so they agree or both fail naming both.
-  std::vector<TransportRecord> transports;
-  for (int r = 0; r < size; ++r) {
+  for (int r = 0; r < impl->size; ++r) {
     LOOM_ASSIGN_OR_RETURN(TransportRecord tr, DecodeTransportRecord(peers[r].transports, r));
     transports.push_back(std::move(tr));
   }
-  auto plans = PlanPeers(transports, rank);
+  auto plans = PlanPeers(transports, impl->rank);
   if (!plans.ok()) return plans.status();  // already names both ends
-  std::vector<int> shm_peers, tcp_peers, ucx_peers, ib_peers;
-  for (int p = 0; p < size; ++p) {
-    if (p == rank) continue;
+  for (int p = 0; p < impl->size; ++p) {
+    if (p == impl->rank) continue;
     const LinkPlan& plan = (*plans)[p];
     for (const std::string& w : plan.warnings) LOOM_WARN(log::kInit | log::kNet, "%s", w.c_str());
     LOOM_INFO(log::kInit | log::kNet, "%s -> rank %d: %s (%s)", who.c_str(), p,
@@ -404,148 +488,135 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
       case TransportKind::kIb: ib_peers.push_back(p); break;
     }
   }
-  // Shared-memory setup is collective over every rank that has a shm link;
-  // same-host pairs are the only candidates, and every rank computes this alike.
-  bool any_shm_pair = false;
-  for (int a = 0; a < size && !any_shm_pair; ++a) {
-    for (int b = a + 1; b < size && !any_shm_pair; ++b) {
-      if (host_ids[a] != host_ids[b]) continue;
-      auto link = PlanLink(transports, a, b);
-      any_shm_pair = link.ok() && link->kind == TransportKind::kShm;
-    }
-  }
-  std::vector<std::unique_ptr<Connection>> conns(size);
-  Doorbell* doorbell = nullptr;
-  // Every rank's shm peers are readable at this price (gbs > 0), the same everywhere.
-  topology::PeerReadPrice job_single_copy;
-  bool stream_clear = false;  // setup found one way of sending into the FIFOs clearly faster
-  if (any_shm_pair) {
-    const std::string tag = Hex(secret) + "-" + std::to_string(store_port);
-    LOOM_ASSIGN_OR_RETURN(impl->shm_,
-                          ShmContext::Create(tag, rank, static_cast<size_t>(params::kBuffsize.Get())));
-    doorbell = impl->shm_->doorbell();
-    LOOM_ASSIGN_OR_RETURN(auto shm_conns,
-                          impl->shm_->Connect(*impl->store_, shm_peers, hosts, pids, deadline));
-    for (size_t i = 0; i < shm_peers.size(); ++i) conns[shm_peers[i]] = std::move(shm_conns[i]);
-    LOOM_ASSIGN_OR_RETURN(job_single_copy,
-                          EnableSingleCopy(*impl->store_, rank, shm_peers, read_probes, pids,
-                                           SameHostShmRing(rank, host_ids, transports), conns,
-                                           deadline, &stream_clear));
-    impl->single_copy_ = job_single_copy.gbs > 0 && !shm_peers.empty();
-    for (int p : shm_peers) impl->shm_conns_.push_back(static_cast<ShmConnection*>(conns[p].get()));
-    if (!impl->shm_conns_.empty()) {
-      // Setup's way (timed, or this process's earlier finding) to start
-      // from; LOOM_SHM_STREAM, checked by EnableSingleCopy, forces one.
-      impl->streaming_ = impl->shm_conns_.front()->streaming_sends();
-      if (params::kShmStream.Get().empty()) {
-        impl->stream_chooser_ = std::make_unique<StreamChooser>(impl->streaming_, stream_clear);
-      }
-    }
-  }
-  if (!tcp_peers.empty()) {
-    std::vector<std::string> addrs;
-    for (auto& p : peers) addrs.push_back(p.tcp_address);
-    // NCCL's knobs: sockets per peer = threads x sockets per thread, at most 64.
-    const int64_t nsocks = std::clamp<int64_t>(
-        params::kSocketNthreads.Get() * params::kNsocksPerthread.Get(), 1, 64);
-    LOOM_ASSIGN_OR_RETURN(auto tcp_conns, impl->tcp_->Connect(rank, tcp_peers, addrs, hosts,
-                                                              static_cast<int>(nsocks), deadline));
-    for (size_t i = 0; i < tcp_peers.size(); ++i) conns[tcp_peers[i]] = std::move(tcp_conns[i]);
-  }
-  if (!ucx_peers.empty()) {
-#if defined(LOOM_HAVE_UCX)
-    // The plan chose UCX only where both ends have it usable, so `ucx` exists
-    // here and on each of these peers; the endpoints say hello pairwise.
-    std::vector<UcxRankInfo> infos;
-    std::vector<std::string> ucx_addrs;
-    for (const PeerInfo& p : peers) {
-      infos.push_back(UcxRankInfo{p.hostname, p.host_id, p.pid});
-      ucx_addrs.push_back(p.ucx_address);
-    }
-    LOOM_ASSIGN_OR_RETURN(auto ucx_conns,
-                          ucx->Connect(rank, ucx_peers, ucx_addrs, infos, deadline));
-    for (size_t i = 0; i < ucx_peers.size(); ++i) conns[ucx_peers[i]] = std::move(ucx_conns[i]);
-#else
-    return InternalError(who + ": UCX chosen in a build without UCX");
-#endif
-  }
-  // IB setup all-gathers endpoints, so every rank joins when any pair uses
-  // IB (every rank computes the same answer from the same records).
-  bool any_ib_pair = false;
-  for (int a = 0; a < size && !any_ib_pair; ++a) {
-    for (int b = a + 1; b < size && !any_ib_pair; ++b) {
-      auto link = PlanLink(transports, a, b);
-      any_ib_pair = link.ok() && link->kind == TransportKind::kIb;
-    }
-  }
-  if (any_ib_pair) {
-    std::unique_ptr<ib::IbContext> ib_ctx;
-    bool gdr_both = false;  // GPUDirect RDMA for sends and receives
-    if (!ib_peers.empty()) {
-      ib::IbOptions io = IbOptionsFromParams(ib_port, socket_if ? &*socket_if : nullptr);
-      DecideGdr(impl->device_.ops(), &io);
-      gdr_both = io.gdr.send && io.gdr.recv;
-      LOOM_ASSIGN_OR_RETURN(ib_ctx, ib::IbContext::Create(io));
-    }
-    std::vector<std::unique_ptr<Connection>> ib_conns;
-    if (ib_ctx != nullptr) {
-      LOOM_ASSIGN_OR_RETURN(ib_conns,
-                            ib_ctx->Connect(*impl->store_, rank, ib_peers, hosts, deadline));
-    } else {
-      LOOM_TRY(impl->store_->AllGather("ib-endpoints", "", deadline).status());
-    }
-    for (size_t i = 0; i < ib_peers.size(); ++i) conns[ib_peers[i]] = std::move(ib_conns[i]);
-    // The data-moving collectives go straight between GPUs
-    // (comm/device_net.h) only when every pair of ranks is linked by IB and
-    // every rank has GPUDirect RDMA both ways: all ranks learn it alike.
-    bool every_link_ib = true;
-    for (int a = 0; a < size && every_link_ib; ++a) {
-      for (int b = a + 1; b < size && every_link_ib; ++b) {
-        auto link = PlanLink(transports, a, b);
-        every_link_ib = link.ok() && link->kind == TransportKind::kIb;
-      }
-    }
-    if (every_link_ib) {
-      LOOM_ASSIGN_OR_RETURN(auto flags,
-                            impl->store_->AllGather("gdr", gdr_both ? "1" : "0", deadline));
-      if (std::all_of(flags.begin(), flags.end(), [](const std::string& f) { return f == "1"; })) {
-        const size_t min_recv = conns[ib_peers.front()]->receives_device_memory_from();
-        impl->net_.Enable(impl->device_.ops(), min_recv, impl->cuda_device);
-        LOOM_INFO(log::kInit | log::kNet,
-                  "%s: all-gather, broadcast and all-to-all of device buffers from %zu bytes per "
-                  "block go straight between GPUs (GPUDirect RDMA on every rank)",
-                  who.c_str(), min_recv);
-      }
-    }
-  }
-  if (const size_t forced = DeviceNetForTesting(); forced > 0 && impl->device_.ops() != nullptr) {
-    impl->net_.Enable(impl->device_.ops(), forced, impl->cuda_device);
-  }
-  size_t ranks_here = 1;
-  {
-    // Every rank fuses the same records, so every rank picks the same
-    // algorithm for the same call (a mismatch would deadlock).
-    LOOM_ASSIGN_OR_RETURN(const topology::JobTopology job,
-                          FuseJob(peers, transports, job_single_copy));
-    ranks_here = job.host_ranks[job.host_of_rank[rank]].size();
-    // Host collectives reduce on the CPU, about 20 GB/s with the inputs in
-    // cache: pricing it is what lets the ring beat recursive doubling at
-    // large sizes, where the latter reduces twice the bytes.
-    constexpr double kHostReduceGbs = 20.0;
-    impl->cost_ = CostModel(job, kHostReduceGbs);
-    if (job.ranks_per_host() > 0) impl->hier_ = MakeHierGroups(job, rank);
-    LOOM_INFO(log::kInit | log::kTuning, "%s: job %s", who.c_str(), job.Describe().c_str());
-    if (job.hosts() > 1 && !impl->cost_.hierarchical_unavailable().empty()) {
-      LOOM_INFO(log::kTuning, "%s: Hierarchical all-reduce unavailable (%s): flat algorithms only",
-                who.c_str(), impl->cost_.hierarchical_unavailable().c_str());
-    }
-    LOOM_INFO(log::kTuning, "%s: AllReduce %s", who.c_str(),
-              SelectionSummary(OpKind::kAllReduce, impl->cost_, impl->algo_filter_, impl->tune_)
-                  .c_str());
-  }
+  return Status::Ok();
+}
 
+// Shared-memory setup is collective over every rank that has a shm link;
+// same-host pairs are the only candidates, and every rank computes this alike.
+Status Communicator::Impl::Setup::ConnectSharedMemory() {
+  if (!Links(TransportKind::kShm, /*any=*/true)) return Status::Ok();
+  bool stream_clear = false;  // setup found one way of sending into the FIFOs clearly faster
+  const std::string tag = Hex(impl->secret_) + "-" + std::to_string(store_port);
+  LOOM_ASSIGN_OR_RETURN(impl->shm_,
+                        ShmContext::Create(tag, impl->rank, static_cast<size_t>(params::kBuffsize.Get())));
+  doorbell = impl->shm_->doorbell();
+  LOOM_ASSIGN_OR_RETURN(auto shm_conns,
+                        impl->shm_->Connect(*impl->store_, shm_peers, hosts, pids, deadline));
+  for (size_t i = 0; i < shm_peers.size(); ++i) conns[shm_peers[i]] = std::move(shm_conns[i]);
+  LOOM_ASSIGN_OR_RETURN(job_single_copy,
+                        EnableSingleCopy(*impl->store_, impl->rank, shm_peers, read_probes, pids,
+                                         SameHostShmRing(impl->rank, host_ids, transports), conns,
+                                         deadline, &stream_clear));
+  impl->single_copy_ = job_single_copy.gbs > 0 && !shm_peers.empty();
+  for (int p : shm_peers) impl->shm_conns_.push_back(static_cast<ShmConnection*>(conns[p].get()));
+  if (!impl->shm_conns_.empty()) {
+    // Setup's way (timed, or this process's earlier finding) to start
+    // from; LOOM_SHM_STREAM, checked by EnableSingleCopy, forces one.
+    impl->streaming_ = impl->shm_conns_.front()->streaming_sends();
+    if (params::kShmStream.Get().empty()) {
+      impl->stream_chooser_ = std::make_unique<StreamChooser>(impl->streaming_, stream_clear);
+    }
+  }
+  return Status::Ok();
+}
+
+Status Communicator::Impl::Setup::ConnectSockets() {
+  if (tcp_peers.empty()) return Status::Ok();
+  std::vector<std::string> addrs;
+  for (auto& p : peers) addrs.push_back(p.tcp_address);
+  // NCCL's knobs: sockets per peer = threads x sockets per thread, at most 64.
+  const int64_t nsocks = std::clamp<int64_t>(
+      params::kSocketNthreads.Get() * params::kNsocksPerthread.Get(), 1, 64);
+  LOOM_ASSIGN_OR_RETURN(auto tcp_conns, impl->tcp_->Connect(impl->rank, tcp_peers, addrs, hosts,
+                                                            static_cast<int>(nsocks), deadline));
+  for (size_t i = 0; i < tcp_peers.size(); ++i) conns[tcp_peers[i]] = std::move(tcp_conns[i]);
+  return Status::Ok();
+}
+
+Status Communicator::Impl::Setup::ConnectUcx() {
+  if (ucx_peers.empty()) return Status::Ok();
+#if defined(LOOM_HAVE_UCX)
+  // The plan chose UCX only where both ends have it usable, so `ucx` exists
+  // here and on each of these peers; the endpoints say hello pairwise.
+  std::vector<UcxRankInfo> infos;
+  std::vector<std::string> ucx_addrs;
+  for (const PeerInfo& p : peers) {
+    infos.push_back(UcxRankInfo{p.hostname, p.host_id, p.pid});
+    ucx_addrs.push_back(p.ucx_address);
+  }
+  LOOM_ASSIGN_OR_RETURN(auto ucx_conns,
+                        ucx->Connect(impl->rank, ucx_peers, ucx_addrs, infos, deadline));
+  for (size_t i = 0; i < ucx_peers.size(); ++i) conns[ucx_peers[i]] = std::move(ucx_conns[i]);
+  return Status::Ok();
+#else
+  return InternalError(who + ": UCX chosen in a build without UCX");
+#endif
+}
+
+// IB setup all-gathers endpoints, so every rank joins when any pair uses
+// IB (every rank computes the same answer from the same records).
+Status Communicator::Impl::Setup::ConnectIb() {
+  if (!Links(TransportKind::kIb, /*any=*/true)) return Status::Ok();
+  std::unique_ptr<ib::IbContext> ib_ctx;
+  bool gdr_both = false;  // GPUDirect RDMA for sends and receives
+  if (!ib_peers.empty()) {
+    ib::IbOptions io = IbOptionsFromParams(ib_port, socket_if ? &*socket_if : nullptr);
+    DecideGdr(impl->device_.ops(), &io);
+    gdr_both = io.gdr.send && io.gdr.recv;
+    LOOM_ASSIGN_OR_RETURN(ib_ctx, ib::IbContext::Create(io));
+  }
+  std::vector<std::unique_ptr<Connection>> ib_conns;
+  if (ib_ctx != nullptr) {
+    LOOM_ASSIGN_OR_RETURN(ib_conns,
+                          ib_ctx->Connect(*impl->store_, impl->rank, ib_peers, hosts, deadline));
+  } else {
+    LOOM_TRY(impl->store_->AllGather("ib-endpoints", "", deadline).status());
+  }
+  for (size_t i = 0; i < ib_peers.size(); ++i) conns[ib_peers[i]] = std::move(ib_conns[i]);
+  // The data-moving collectives go straight between GPUs
+  // (comm/device_net.h) only when every pair of ranks is linked by IB and
+  // every rank has GPUDirect RDMA both ways: all ranks learn it alike.
+  if (Links(TransportKind::kIb, /*any=*/false)) {
+    LOOM_ASSIGN_OR_RETURN(auto flags,
+                          impl->store_->AllGather("gdr", gdr_both ? "1" : "0", deadline));
+    if (std::all_of(flags.begin(), flags.end(), [](const std::string& f) { return f == "1"; })) {
+      const size_t min_recv = conns[ib_peers.front()]->receives_device_memory_from();
+      impl->net_.Enable(impl->device_.ops(), min_recv, impl->cuda_device);
+      LOOM_INFO(log::kInit | log::kNet,
+                "%s: all-gather, broadcast and all-to-all of device buffers from %zu bytes per "
+                "block go straight between GPUs (GPUDirect RDMA on every rank)",
+                who.c_str(), min_recv);
+    }
+  }
+  return Status::Ok();
+}
+
+Status Communicator::Impl::Setup::BuildCostModel() {
+  // Every rank fuses the same records, so every rank picks the same
+  // algorithm for the same call (a mismatch would deadlock).
+  LOOM_ASSIGN_OR_RETURN(const topology::JobTopology job,
+                        FuseJob(peers, transports, job_single_copy));
+  ranks_here = job.host_ranks[job.host_of_rank[impl->rank]].size();
+  // Host collectives reduce on the CPU, about 20 GB/s with the inputs in
+  // cache: pricing it is what lets the ring beat recursive doubling at
+  // large sizes, where the latter reduces twice the bytes.
+  constexpr double kHostReduceGbs = 20.0;
+  impl->cost_ = CostModel(job, kHostReduceGbs);
+  if (job.ranks_per_host() > 0) impl->hier_ = MakeHierGroups(job, impl->rank);
+  LOOM_INFO(log::kInit | log::kTuning, "%s: job %s", who.c_str(), job.Describe().c_str());
+  if (job.hosts() > 1 && !impl->cost_.hierarchical_unavailable().empty()) {
+    LOOM_INFO(log::kTuning, "%s: Hierarchical all-reduce unavailable (%s): flat algorithms only",
+              who.c_str(), impl->cost_.hierarchical_unavailable().c_str());
+  }
+  LOOM_INFO(log::kTuning, "%s: AllReduce %s", who.c_str(),
+            SelectionSummary(OpKind::kAllReduce, impl->cost_, impl->algo_filter_, impl->tune_)
+                .c_str());
+  return Status::Ok();
+}
+
+void Communicator::Impl::Setup::StartEngine() {
   Engine::Options eo;
-  eo.rank = rank;
+  eo.rank = impl->rank;
   eo.spin_us = static_cast<int>(params::kSpinUs.Get());
   // More ranks here than cores: a spinning rank holds a core its peer needs
   // to make the progress it waits for, so spin by yielding (as Open MPI does
@@ -559,36 +630,36 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   eo.doorbell = doorbell;
   // Small collectives through shared-memory slots need every pair on shared
   // memory; every rank computes the same answer from the same plan.
-  bool all_shm = size > 1 && any_shm_pair;
-  for (int a = 0; a < size && all_shm; ++a) {
-    for (int b = a + 1; b < size && all_shm; ++b) {
-      auto link = PlanLink(transports, a, b);
-      all_shm = link.ok() && link->kind == TransportKind::kShm;
-    }
-  }
+  const bool all_shm = impl->size > 1 && Links(TransportKind::kShm, /*any=*/false);
   eo.all_shm = all_shm;
   if (all_shm && params::kShmSmall.Get()) {
     eo.small_slots = impl->shm_->small_slots();
     eo.small_tsan_key = impl->shm_->small_tsan_key();
   }
   eo.abort = &impl->abort_;
-  eo.abort_status = [raw] {
-    Status s = raw->AsyncError();
+  Impl* self = raw;
+  eo.abort_status = [self] {
+    Status s = self->AsyncError();
     return s.ok() ? RemoteError("communicator aborted") : s;
   };
   impl->engine_ = std::make_unique<Engine>(std::move(eo), std::move(conns));
-  {
-    std::vector<std::string> gpus;
-    for (const PeerInfo& p : peers) gpus.push_back(p.gpu);
-    LOOM_TRY(impl->ipc_.Setup(impl->device_.ops(), *impl->store_, rank, gpus, host_ids, deadline)
-                 .WithContext(who));
+}
+
+Status Communicator::Impl::Setup::Start() {
+  if (const size_t forced = DeviceNetForTesting(); forced > 0 && impl->device_.ops() != nullptr) {
+    impl->net_.Enable(impl->device_.ops(), forced, impl->cuda_device);
   }
+  std::vector<std::string> gpus;
+  for (const PeerInfo& p : peers) gpus.push_back(p.gpu);
+  LOOM_TRY(impl->ipc_.Setup(impl->device_.ops(), *impl->store_, impl->rank, gpus, host_ids, deadline)
+               .WithContext(who));
   // Peers' requests to close CUDA IPC mappings of buffers they deregister,
   // answered even while this communicator is idle (device_ipc.h). The
   // store's destructor stops its reader before the Impl goes.
   bootstrap::StoreClient* store = impl->store_.get();
-  store->SetNoticeCallback([raw, store](int from, bool gone, const std::string& payload) {
-    raw->ipc_.OnNotice(*store, from, gone, payload);
+  Impl* self = raw;
+  store->SetNoticeCallback([self, store](int from, bool gone, const std::string& payload) {
+    self->ipc_.OnNotice(*store, from, gone, payload);
   });
   // Everyone connected before anyone sends.
   LOOM_TRY(impl->store_->Barrier("connected", deadline));
@@ -598,11 +669,11 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   impl->queue_.Reserve(kQueueSlots);
   impl->running_.resize(kWorkerBatch);  // constructed, so its pages are touched too
   impl->running_.clear();
-  impl->worker_ = std::thread([raw] { raw->WorkerLoop(); });
+  impl->worker_ = std::thread([self] { self->WorkerLoop(); });
   StatusSource source;
-  source.id = Hex(secret);
-  source.rank = rank;
-  source.size = size;
+  source.id = Hex(impl->secret_);
+  source.rank = impl->rank;
+  source.size = impl->size;
   source.tracker = &impl->tracker_;
   source.ctx = raw;
   source.async_error = [](const void* ctx) {
@@ -613,9 +684,10 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::Create(
   LOOM_INFO(log::kInit,
             "%s: comm %s rank %d nRanks %d (%zu shm, %zu socket, %zu UCX, %zu IB peers) - Init "
             "COMPLETE",
-            who.c_str(), config.name.empty() ? "-" : config.name.c_str(), rank, size,
+            who.c_str(), impl->config.name.empty() ? "-" : impl->config.name.c_str(), impl->rank,
+            impl->size,
             shm_peers.size(), tcp_peers.size(), ucx_peers.size(), ib_peers.size());
-  return impl;
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::Impl::Split(int color, int key,
