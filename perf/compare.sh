@@ -55,7 +55,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-ANCHORS=${ANCHORS:-$root/perf/anchors}  # builds shared/anchors' MPI harness + our Gloo fix
+ANCHORS=${ANCHORS:-$root/perf/anchors}  # builds the MPI, memcpy and Gloo anchors
 BUILD=${BUILD:-$root/build}
 REPEAT=3 NP=2 TRANSPORT=shm OPS=allreduce,reduce_scatter,allgather MINB=8 MAXB=256M FACTOR=8
 ITERS=20 MPI_HEAP=0 GLOO=0 OUT="" RT=() LOOM_REG=() SPLIT=8M BIND=none LOOM_CALLS=() LOOM_REWRITE=() MPI_BIN=mpi_coll_perf
