@@ -152,12 +152,36 @@ Param::Raw Param::Lookup() const {
   return {default_, "default"};
 }
 
+Status Param::Check() const {
+  if (type_ == ParamType::kString) return Status::Ok();
+  const Raw raw = Lookup();
+  if (raw.source == "default") return Status::Ok();
+  // The variable as the user wrote it: "NCCL_BUFFSIZE", or the name in a file.
+  const std::string var = raw.source.rfind("env ", 0) == 0
+                              ? raw.source.substr(4)
+                              : std::string(nccl_twin_ ? "NCCL_" : "LOOM_") + name_ + " (" +
+                                    raw.source + ")";
+  const std::string said = var + "=" + raw.value;
+  if (type_ == ParamType::kBool) {
+    bool b = false;
+    if (ParseBool(raw.value, &b)) return Status::Ok();
+    return InvalidArgument(said + " is not a boolean: accepted 1/0, true/false, yes/no, on/off");
+  }
+  const std::string accepted = "accepted " + std::to_string(min_) + " to " +
+                               std::to_string(max_) + " (default " + default_ + ")";
+  int64_t v = 0;
+  if (!ParseInt(raw.value, &v)) return InvalidArgument(said + " is not an integer: " + accepted);
+  if (v < min_ || v > max_) return InvalidArgument(said + " is out of range: " + accepted);
+  return Status::Ok();
+}
+
 int64_t IntParam::Get() const {
   Raw raw = Lookup();
   int64_t v = 0;
-  if (ParseInt(raw.value, &v)) return v;
-  LOOM_WARN(log::kEnv, "%s from %s is '%s', not an integer; using the default %s", name(),
-            raw.source.c_str(), raw.value.c_str(), default_value());
+  if (ParseInt(raw.value, &v) && v >= min() && v <= max()) return v;
+  LOOM_WARN(log::kEnv, "%s from %s is '%s', not an integer from %lld to %lld; using the default %s",
+            name(), raw.source.c_str(), raw.value.c_str(), static_cast<long long>(min()),
+            static_cast<long long>(max()), default_value());
   return ParseInt(default_value(), &v) ? v : 0;
 }
 
@@ -180,15 +204,18 @@ namespace params {
 
 // clang-format off
 const IntParam kTimeoutMs("TIMEOUT_MS", "300000", false,
-    "Milliseconds any blocking step (bootstrap, connect, collective) may wait; 0 = never time out");
+    "Milliseconds any blocking step (bootstrap, connect, collective) may wait; 0 = never time out",
+    0, int64_t{365} * 24 * 3600 * 1000);
 const StringParam kSocketIfname("SOCKET_IFNAME", "", true,
     "Interfaces for TCP: prefix list, ^ to exclude, = for exact names (NCCL grammar)");
 const StringParam kSocketFamily("SOCKET_FAMILY", "", true,
     "Address family for TCP: AF_INET or AF_INET6; empty = either");
 const IntParam kSocketNthreads("SOCKET_NTHREADS", "1", true,
-    "With NSOCKS_PERTHREAD: TCP sockets per peer and direction = product (driven from one thread)");
+    "With NSOCKS_PERTHREAD: TCP sockets per peer and direction = product (driven from one thread)",
+    1, 16);
 const IntParam kNsocksPerthread("NSOCKS_PERTHREAD", "1", true,
-    "With SOCKET_NTHREADS: TCP sockets per peer and direction = product; messages striped over them");
+    "With SOCKET_NTHREADS: TCP sockets per peer and direction = product; messages striped over them",
+    1, 64);
 const BoolParam kShmDisable("SHM_DISABLE", "0", true,
     "Do not use the shared-memory transport between ranks on one host");
 const BoolParam kP2pDisable("P2P_DISABLE", "0", true,
@@ -196,9 +223,11 @@ const BoolParam kP2pDisable("P2P_DISABLE", "0", true,
 const StringParam kP2pLevel("P2P_LEVEL", "", true,
     "Farthest GPU-to-GPU path for CUDA IPC: LOC, NVL, PIX, PXB, PHB or SYS (or 0-5); empty = PXB");
 const IntParam kCudaStagingChunk("CUDA_STAGING_CHUNK", "1048576", false,
-    "Bytes per pipelined chunk when device buffers of an all-reduce, broadcast or reduce are staged through host memory");
+    "Bytes per pipelined chunk when device buffers of an all-reduce, broadcast or reduce are staged through host memory; 0 = whole buffers",
+    0, int64_t{1} << 30);
 const IntParam kCudaIpcCopyBytes("CUDA_IPC_COPY_BYTES", "4194304", false,
-    "Through CUDA IPC, a collective whose shared bytes fit is copied into a device buffer peers mapped once, instead of peers mapping its unregistered buffers; 0 = always map");
+    "Through CUDA IPC, a collective whose shared bytes fit is copied into a device buffer peers mapped once, instead of peers mapping its unregistered buffers; 0 = always map",
+    0, int64_t{1} << 30);
 const StringParam kNet("NET", "", true,
     "Network transport for links between hosts: IB, Socket or UCX; when set, no fallback");
 const BoolParam kIbDisable("IB_DISABLE", "0", true,
@@ -208,17 +237,19 @@ const StringParam kRequireTransport("REQUIRE_TRANSPORT", "", false,
 const StringParam kIbHca("IB_HCA", "", true,
     "HCAs (and :ports) to use, NCCL grammar: mlx5_0:1,mlx5_1 ; ^ excludes ; = exact");
 const IntParam kIbGidIndex("IB_GID_INDEX", "-1", true,
-    "RoCE GID table index to use; -1 = automatic (RoCEv2 IPv4 on the socket subnet first)");
+    "RoCE GID table index to use; -1 = automatic (RoCEv2 IPv4 on the socket subnet first)",
+    -1, 255);
 const IntParam kIbTimeout("IB_TIMEOUT", "20", true,
-    "IB queue pair ACK timeout exponent, 1..31: 4.096 us x 2^value per retry");
+    "IB queue pair ACK timeout exponent, 1..31: 4.096 us x 2^value per retry", 1, 31);
 const StringParam kNetGdrLevel("NET_GDR_LEVEL", "", true,
     "Farthest GPU-to-NIC path for GPUDirect RDMA: LOC, NVL, PIX, PXB, PHB or SYS (or 0-5); empty = PXB");
 const IntParam kNetGdrRead("NET_GDR_READ", "-1", true,
-    "GPUDirect RDMA for sends too (the NIC reads GPU memory): 1 on, 0 staged through host memory; -1 = on");
+    "GPUDirect RDMA for sends too (the NIC reads GPU memory): 1 on, 0 staged through host memory; -1 = on",
+    -1, 1);
 const BoolParam kDmabufEnable("DMABUF_ENABLE", "1", true,
     "Register GPU memory for GPUDirect RDMA as a Linux dma-buf (ibv_reg_dmabuf_mr) when the driver offers it");
 const IntParam kIbRetryCnt("IB_RETRY_CNT", "7", true,
-    "IB queue pair transport retries before a write fails, 0..7");
+    "IB queue pair transport retries before a write fails, 0..7", 0, 7);
 const BoolParam kShmSingleCopy("SHM_SINGLE_COPY", "1", false,
     "Ranks on one host may read each other's buffers directly (process_vm_readv) for large "
     "collectives; 0 = always through the shared-memory FIFOs");
@@ -236,7 +267,7 @@ const BoolParam kShmSmall("SHM_SMALL", "1", false,
 // 1 MiB, not NCCL's 4 MiB: a FIFO that stays in the receiving core's L2
 // moves large collectives faster than one that spills to memory.
 const IntParam kBuffsize("BUFFSIZE", "1048576", true,
-    "Bytes of each per-peer, per-direction shared-memory FIFO");
+    "Bytes of each per-peer, per-direction shared-memory FIFO", 4096, int64_t{1} << 30);
 const StringParam kAlgo("ALGO", "", true,
     "Force or exclude algorithms, NCCL_ALGO grammar (e.g. Ring, ^Tree, allreduce:ring)");
 const StringParam kTune("TUNE", "", false,
@@ -248,9 +279,9 @@ const StringParam kTopoDumpFile("TOPO_DUMP_FILE", "", false,
     "Write the host topology, as detected or loaded, to this file (loom JSON)");
 const IntParam kStatusPort("STATUS_PORT", "0", false,
     "Serve per-communicator progress for `loom doctor --attach` on TCP port value + local rank; "
-    "0 = off");
+    "0 = off", 0, 65535);
 const IntParam kSpinUs("SPIN_US", "50", false,
-    "Microseconds to poll for progress before sleeping");
+    "Microseconds to poll for progress before sleeping", 0, 1000000);
 const StringParam kDebug("DEBUG", "", true,
     "Log level: VERSION, WARN, INFO, ABORT or TRACE; unset = no output");
 const StringParam kDebugSubsys("DEBUG_SUBSYS", "INIT,BOOTSTRAP,ENV", true,
@@ -270,6 +301,14 @@ const std::vector<const Param*>& All() {
       &kSpinUs,     &kDebug,         &kDebugSubsys,      &kDebugFile,
   };
   return all;
+}
+
+Status CheckAll() {
+  std::string bad;
+  for (const Param* p : All()) {
+    if (Status s = p->Check(); !s.ok()) bad += (bad.empty() ? "" : "; ") + s.message();
+  }
+  return bad.empty() ? Status::Ok() : InvalidArgument(bad);
 }
 
 void ReloadConfigFilesForTest() {

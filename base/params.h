@@ -7,9 +7,12 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "base/status.h"
 
 namespace loom {
 
@@ -18,14 +21,19 @@ enum class ParamType { kInt, kBool, kString };
 class Param {
  public:
   constexpr Param(const char* name, ParamType type, const char* default_value, bool nccl_twin,
-                  const char* doc)
-      : name_(name), type_(type), default_(default_value), nccl_twin_(nccl_twin), doc_(doc) {}
+                  const char* doc, int64_t min = std::numeric_limits<int64_t>::min(),
+                  int64_t max = std::numeric_limits<int64_t>::max())
+      : name_(name), type_(type), default_(default_value), nccl_twin_(nccl_twin), doc_(doc),
+        min_(min), max_(max) {}
 
   const char* name() const { return name_; }  // without prefix, e.g. "SOCKET_IFNAME"
   ParamType type() const { return type_; }
   const char* default_value() const { return default_; }
   bool nccl_twin() const { return nccl_twin_; }
   const char* doc() const { return doc_; }
+  // The accepted range of an integer parameter (inclusive).
+  int64_t min() const { return min_; }
+  int64_t max() const { return max_; }
 
   // The raw text and where it came from: "env LOOM_X", "env NCCL_X",
   // "file <path>" or "default". An empty value anywhere counts as unset.
@@ -35,6 +43,11 @@ class Param {
     std::string source;
   };
   Raw Lookup() const;
+  // The current value checked: kInvalidArgument naming the variable, its
+  // value, where it came from and what is accepted when an integer or a
+  // boolean is malformed or an integer is outside [min, max]. Strings are
+  // checked by the grammar that parses them. Thread-safe.
+  Status Check() const;
 
  private:
   const char* name_;
@@ -42,13 +55,18 @@ class Param {
   const char* default_;
   bool nccl_twin_;
   const char* doc_;
+  int64_t min_;
+  int64_t max_;
 };
 
 class IntParam : public Param {
  public:
-  constexpr IntParam(const char* name, const char* def, bool nccl, const char* doc)
-      : Param(name, ParamType::kInt, def, nccl, doc) {}
-  // An unparsable value logs a WARN naming the variable and yields the default.
+  // Every integer parameter says which values it accepts, [min, max].
+  constexpr IntParam(const char* name, const char* def, bool nccl, const char* doc, int64_t min,
+                     int64_t max)
+      : Param(name, ParamType::kInt, def, nccl, doc, min, max) {}
+  // A value that Check() refuses logs a WARN naming the variable and yields
+  // the default (a communicator refuses it at creation: params::CheckAll).
   int64_t Get() const;
 };
 
@@ -106,6 +124,9 @@ extern const StringParam kDebugFile;
 
 // Every declared parameter, in declaration order (for `loom info --params`).
 const std::vector<const Param*>& All();
+// Check() of every parameter: OK, or kInvalidArgument naming every bad one.
+// Communicator creation calls it first, so a bad setting fails at once.
+Status CheckAll();
 
 // Forgets the cached config files so the next lookup reads them again.
 // For tests that write a config file or change LOOM_CONF_FILE/HOME.

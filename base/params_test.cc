@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <set>
 #include <string>
@@ -22,8 +23,10 @@ namespace loom {
 namespace {
 
 // Parameters private to these tests, one of each type.
-const IntParam kTestInt("TEST_INT", "42", true, "test");
-const IntParam kTestLoomOnly("TEST_LOOM_ONLY", "7", false, "test");
+constexpr int64_t kAnyInt = std::numeric_limits<int64_t>::min();
+const IntParam kTestInt("TEST_INT", "42", true, "test", kAnyInt, INT64_MAX);
+const IntParam kTestLoomOnly("TEST_LOOM_ONLY", "7", false, "test", kAnyInt, INT64_MAX);
+const IntParam kTestRange("TEST_RANGE", "5", true, "test", 1, 9);
 const BoolParam kTestFlagOn("TEST_FLAG_ON", "1", true, "test");
 const BoolParam kTestFlagOff("TEST_FLAG_OFF", "0", true, "test");
 const StringParam kTestStr("TEST_STR", "dflt", true, "test");
@@ -199,9 +202,72 @@ TEST_F(ParamsTest, BadIntWarnsNamingVariableAndUsesDefault) {
     EXPECT_EQ(kTestInt.Get(), 42) << bad;
     std::string err = ::testing::internal::GetCapturedStderr();
     std::string want = std::string("loom WARN TEST_INT from env LOOM_TEST_INT is '") + bad +
-                       "', not an integer; using the default 42";
+                       "', not an integer from ";
     EXPECT_NE(err.find(want), std::string::npos) << err;
+    EXPECT_NE(err.find("; using the default 42"), std::string::npos) << err;
   }
+}
+
+TEST_F(ParamsTest, IntegersOutsideTheirRangeAreRefusedNamingIt) {
+  for (const char* v : {"0", "10", "-1"}) {
+    setenv("NCCL_TEST_RANGE", v, 1);
+    Status s = kTestRange.Check();
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << v;
+    EXPECT_NE(s.message().find(std::string("NCCL_TEST_RANGE=") + v +
+                               " is out of range: accepted 1 to 9 (default 5)"),
+              std::string::npos)
+        << s.message();
+    EXPECT_EQ(kTestRange.Get(), 5) << v;  // Get() falls back, with a WARN
+  }
+  for (const char* v : {"1", "9", "0x9"}) {
+    setenv("NCCL_TEST_RANGE", v, 1);
+    EXPECT_TRUE(kTestRange.Check().ok()) << v;
+  }
+  setenv("NCCL_TEST_RANGE", "4M", 1);
+  EXPECT_NE(kTestRange.Check().message().find("NCCL_TEST_RANGE=4M is not an integer: accepted 1 to 9"),
+            std::string::npos)
+      << kTestRange.Check().message();
+}
+
+// The cases that hung or went silent: a FIFO of no bytes, a negative timeout.
+TEST_F(ParamsTest, ZeroBuffsizeAndNegativeTimeoutAreRefused) {
+  setenv("NCCL_BUFFSIZE", "0", 1);
+  setenv("LOOM_TIMEOUT_MS", "-5", 1);
+  Status s = params::CheckAll();
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("NCCL_BUFFSIZE=0 is out of range: accepted 4096 to 1073741824 "
+                             "(default 1048576)"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("LOOM_TIMEOUT_MS=-5 is out of range: accepted 0 to"),
+            std::string::npos)
+      << s.message();
+}
+
+// Every integer and boolean parameter `loom info` lists refuses a malformed
+// value, and an integer one value outside each end of its range.
+TEST_F(ParamsTest, EveryListedParameterRefusesAMalformedValue) {
+  EXPECT_TRUE(params::CheckAll().ok()) << params::CheckAll().message();
+  int checked = 0;
+  for (const Param* p : params::All()) {
+    if (p->type() == ParamType::kString) continue;
+    const std::string var = std::string("LOOM_") + p->name();
+    std::vector<std::string> bad = {"bogus"};
+    if (p->type() == ParamType::kInt) {
+      if (p->min() > kAnyInt) bad.push_back(std::to_string(p->min() - 1));
+      if (p->max() < INT64_MAX) bad.push_back(std::to_string(p->max() + 1));
+    }
+    for (const std::string& v : bad) {
+      setenv(var.c_str(), v.c_str(), 1);
+      Status s = params::CheckAll();
+      EXPECT_EQ(s.code(), Code::kInvalidArgument) << var << "=" << v;
+      EXPECT_NE(s.message().find(var + "=" + v + " is "), std::string::npos) << s.message();
+      ++checked;
+    }
+    unsetenv(var.c_str());
+  }
+  EXPECT_GE(checked, 30);
+  EXPECT_TRUE(params::CheckAll().ok());
 }
 
 TEST_F(ParamsTest, BadIntInFileNamesTheFile) {

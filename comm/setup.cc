@@ -243,7 +243,7 @@ struct Communicator::Impl::Setup {
   Setup(const std::string& store_host, uint16_t store_port, uint64_t secret, int rank, int size,
         const CommConfig& config);
 
-  Status JoinStore();              // settings parsed, connected to rank 0's store
+  Status JoinStore();              // settings checked, connected to rank 0's store
   void DescribeThisRank();         // listeners (TCP, UCX) and what this rank can use
   void ListenOnSockets();
   void StartUcx();
@@ -335,6 +335,9 @@ bool Communicator::Impl::Setup::Links(TransportKind kind, bool any) const {
 }
 
 Status Communicator::Impl::Setup::JoinStore() {
+  // A bad setting fails here, at once and naming the variable, not as a
+  // hang or a timeout later.
+  LOOM_TRY(params::CheckAll().WithContext(who));
   LOOM_ASSIGN_OR_RETURN(impl->algo_filter_, AlgoFilter::Parse(params::kAlgo.Get()));
   LOOM_ASSIGN_OR_RETURN(impl->tune_, TuneTable::Parse(params::kTune.Get()));
   bootstrap::StoreClient::Identity me{impl->rank, impl->size, impl->host, getpid()};
