@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """Every torch.distributed operation on backend "loom" against values
-computed locally, on 2 and 3 ranks: dtypes (float16/bfloat16, int, bool,
+computed locally, on 2, 3 and 2 ranks (file://, tcp://, env:// init): dtypes (float16/bfloat16, int, bool,
 complex, int16), non-contiguous tensors, uneven all-to-all, AVG and
 PREMUL_SUM, async Work and Future, subgroups, and the clear errors for what
 loom refuses. Prints 'N passed, N failed'; exits non-zero on any failure.
 
-  PYTHONPATH=<build>/integrations/pytorch/python test_ops.py [--world-sizes 2,3]
+  PYTHONPATH=<build>/integrations/pytorch/python test_ops.py [--world-sizes 2,3,2]
 """
 import argparse
 import datetime
 import faulthandler
 import os
+import socket
 import sys
 import tempfile
 import traceback
@@ -235,11 +236,23 @@ def subgroups(rank, world):
     dist.barrier()
 
 
-def run_rank(rank, world, path, failures):
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_rank(rank, world, init, failures):
     # A hung rank prints every thread's stack before the parent gives up on it.
     faulthandler.dump_traceback_later(int(os.environ.get("LOOM_TEST_OPS_STACKS_AFTER", "240")), exit=True)
-    dist.init_process_group("loom", init_method="file://" + path, rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=60))
+    timeout = datetime.timedelta(seconds=60)
+    if init.startswith("env://"):
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=init[len("env://"):],
+                          RANK=str(rank), WORLD_SIZE=str(world))
+        dist.init_process_group("loom", init_method="env://", timeout=timeout)
+    else:
+        dist.init_process_group("loom", init_method=init, rank=rank, world_size=world,
+                                timeout=timeout)
     for fn in CHECKS:
         if os.environ.get("LOOM_TEST_OPS_VERBOSE"):
             print(f"world {world} rank {rank}: {fn.__name__}", file=sys.stderr, flush=True)
@@ -253,14 +266,18 @@ def run_rank(rank, world, path, failures):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--world-sizes", default="2,3")
+    p.add_argument("--world-sizes", default="2,3,2")
     args = p.parse_args()
     ctx = mp.get_context("fork")
     passed = failed = 0
-    for world in [int(w) for w in args.world_sizes.split(",")]:
+    # Each world size once per init method torch offers (file://, tcp://, env://).
+    inits = [lambda: "file://" + tempfile.mktemp(prefix="loom_test_ops_"),
+             lambda: f"tcp://127.0.0.1:{free_port()}", lambda: f"env://{free_port()}"]
+    for k, world in enumerate(int(w) for w in args.world_sizes.split(",")):
         failures = ctx.Queue()
-        path = tempfile.mktemp(prefix="loom_test_ops_")
-        procs = [ctx.Process(target=run_rank, args=(r, world, path, failures))
+        init = inits[k % len(inits)]()
+        print(f"world {world}: init_method {init.split(':')[0]}://", flush=True)
+        procs = [ctx.Process(target=run_rank, args=(r, world, init, failures))
                  for r in range(world)]
         for pr in procs:
             pr.start()
