@@ -258,15 +258,39 @@ Result<std::vector<std::string>> StoreClient::AllGather(std::string_view tag, st
   if (!broken_.ok()) return broken_;
   LOOM_TRY(SendFrame(w.Frame(MsgType::kAllGather)));
   std::string key(tag);
-  bool done = cv_.wait_until(lock, deadline.at(),
-                             [&] { return gathered_.count(key) != 0 || !broken_.ok(); });
+  auto ready = [&] { return gathered_.count(key) != 0 || !broken_.ok(); };
+  // While ranks are missing, say which and for how long: at INFO after a
+  // second, then a WARN every 10 s until the deadline.
+  const auto start = std::chrono::steady_clock::now();
+  auto next = start + std::chrono::seconds(1);
+  bool first = true;
+  while (!cv_.wait_until(lock, std::min(next, deadline.at()), ready) && !deadline.expired()) {
+    std::string missing = DescribeMissing(key, lock);
+    if (ready()) break;
+    const auto now = std::chrono::steady_clock::now();
+    const long long waited =
+        std::chrono::duration_cast<std::chrono::seconds>(now - start).count();
+    const std::string left = deadline.at() == Deadline::Never().at()
+                                 ? "no deadline"
+                                 : "deadline in " + std::to_string(deadline.RemainingMs(INT64_MAX) /
+                                                                   1000) + " s";
+    const std::string line = "rank " + std::to_string(me_.rank) + ": waited " +
+                             std::to_string(waited) + " s for every rank to reach '" + key +
+                             "' (" + left + ")" + (missing.empty() ? "" : ": " + missing);
+    if (first) {
+      LOOM_INFO(log::kInit | log::kBootstrap, "%s", line.c_str());
+    } else {
+      LOOM_WARN(log::kInit | log::kBootstrap, "%s", line.c_str());
+    }
+    first = false;
+    next = now + std::chrono::seconds(10);
+  }
   if (gathered_.count(key) != 0) {
     auto values = std::move(gathered_[key]);
     gathered_.erase(key);
     return values;
   }
   if (!broken_.ok()) return broken_;
-  (void)done;
   std::string missing = DescribeMissing(key, lock);
   return TimeoutError("rank " + std::to_string(me_.rank) + ": not every rank reached '" + key +
                       "' before the deadline" +

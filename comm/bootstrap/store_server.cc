@@ -1,8 +1,13 @@
 // StoreServer: Asio sessions on one thread; all state is touched only there.
+// What a stranger can cost (no secret): at most kMaxPending connections of
+// one socket and a kMaxHelloBytes read each, for at most kHelloWithin; the
+// oldest is dropped for a newer one, and a closed one is freed.
 #include "comm/bootstrap/store_server.h"
 
 #include <boost/asio.hpp>
+#include <chrono>
 #include <condition_variable>
+#include <list>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -18,11 +23,21 @@ namespace loom::bootstrap {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
+// Connections that have not said a valid hello yet.
+constexpr size_t kMaxPending = 64;
+constexpr std::chrono::seconds kHelloWithin{10};
+// A frame body kept between messages beyond this is given back.
+constexpr size_t kKeptBodyBytes = 64 << 10;
+
 class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl> {
  public:
   struct Session : std::enable_shared_from_this<Session> {
-    explicit Session(tcp::socket s) : socket(std::move(s)) {}
+    explicit Session(tcp::socket s)
+        : socket(std::move(s)), hello_timer(socket.get_executor()) {}
     tcp::socket socket;
+    asio::steady_timer hello_timer;  // closes a connection that never says hello
+    std::list<std::shared_ptr<Session>>::iterator pending;  // valid while in_pending
+    bool in_pending = false;  // in pending_: no hello yet, not closed
     uint32_t header[2]{};
     std::string body;
     std::deque<std::string> outbox;
@@ -33,7 +48,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
     bool closed = false;
   };
 
-  Impl(uint64_t secret) : secret_(secret), acceptor_(io_) {}
+  Impl(uint64_t secret) : secret_(secret), acceptor_(io_), accept_timer_(io_) {}
 
   Status Bind(const std::string& host, uint16_t port) {
     boost::system::error_code ec;
@@ -73,9 +88,33 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
  private:
   void Accept() {
     acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
-      if (ec) return;  // stopped
+      if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;  // stopped
+      if (ec) {
+        // Out of descriptors (EMFILE, ENFILE) or a connection that went away
+        // first: the store must still take the ranks that come later.
+        LOOM_WARN(log::kBootstrap, "store: accepting a connection failed (%s); trying again in "
+                  "100 ms", ec.message().c_str());
+        accept_timer_.expires_after(std::chrono::milliseconds(100));
+        accept_timer_.async_wait([this](boost::system::error_code e) {
+          if (!e) Accept();
+        });
+        return;
+      }
       auto s = std::make_shared<Session>(std::move(socket));
-      all_.push_back(s);
+      if (pending_.size() >= kMaxPending) {
+        // A real rank says hello at once: the oldest silent one goes.
+        LOOM_INFO(log::kBootstrap, "store: %zu connections without a hello; dropping the oldest",
+                  pending_.size());
+        std::shared_ptr<Session> oldest = pending_.front();
+        Closed(oldest);
+      }
+      s->pending = pending_.insert(pending_.end(), s);
+      s->in_pending = true;
+      s->hello_timer.expires_after(kHelloWithin);
+      s->hello_timer.async_wait([this, weak = std::weak_ptr<Session>(s)](
+                                    boost::system::error_code e) {
+        if (auto silent = weak.lock(); !e && silent && silent->rank < 0) Closed(silent);
+      });
       ReadHeader(s);
       Accept();
     });
@@ -85,16 +124,32 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
     asio::async_read(s->socket, asio::buffer(s->header, 8),
                      [this, s](boost::system::error_code ec, size_t) {
                        if (ec) return Closed(s);
-                       uint32_t len = s->header[0];
-                       if (len < 4 || len > kMaxFrameBytes) return Closed(s);
+                       const uint32_t len = s->header[0];
+                       // Nothing but a small hello is read before the secret is checked.
+                       const uint32_t cap = s->rank < 0 ? kMaxHelloBytes : kMaxFrameBytes;
+                       if (len < 4 || len > cap) return Closed(s);
+                       if (s->rank < 0 && static_cast<MsgType>(s->header[1]) != MsgType::kHello) {
+                         return Reject(s, "first message is not a hello");
+                       }
                        s->body.resize(len - 4);
                        asio::async_read(s->socket, asio::buffer(s->body),
                                         [this, s](boost::system::error_code ec2, size_t) {
                                           if (ec2) return Closed(s);
                                           Handle(s, static_cast<MsgType>(s->header[1]));
+                                          if (s->body.capacity() > kKeptBodyBytes) {
+                                            std::string().swap(s->body);
+                                          }
                                           if (!s->closed) ReadHeader(s);
                                         });
                      });
+  }
+
+  // A session leaves pending_ when it said hello or closed.
+  void Unpend(const std::shared_ptr<Session>& s) {
+    if (!s->in_pending) return;
+    s->in_pending = false;
+    pending_.erase(s->pending);
+    s->hello_timer.cancel();
   }
 
   void Send(const std::shared_ptr<Session>& s, std::string frame) {
@@ -119,6 +174,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
     // Write the error, then close once it is out.
     auto frame = std::make_shared<std::string>(w.Frame(MsgType::kError));
     s->closed = true;
+    Unpend(s);
     asio::async_write(s->socket, asio::buffer(*frame), [s, frame](boost::system::error_code, size_t) {
       boost::system::error_code ignored;
       s->socket.shutdown(tcp::socket::shutdown_both, ignored);
@@ -150,7 +206,23 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
                                " holds a UniqueId of another (or an earlier) job");
         }
         if (size_ == 0) size_ = size;
-        if (size != size_ || rank < 0 || rank >= size_) {
+        if (size != size_) {
+          // Every rank already in the job fails now, not at its deadline.
+          std::string joined;
+          for (auto& [r, peer] : by_rank_) joined += (joined.empty() ? "" : ",") + std::to_string(r);
+          const std::string why =
+              "rank " + std::to_string(rank) + " on " + host + " (pid " + std::to_string(pid) +
+              ") was started with a world size of " + std::to_string(size) + ", but " +
+              (joined.empty() ? std::string("the job") : "rank(s) " + joined) + " joined with " +
+              std::to_string(size_) + ": every rank must be given the same world size";
+          Writer w;
+          w.I32(-1);
+          w.Str(why);
+          const std::string frame = w.Frame(MsgType::kPeerFailed);
+          for (auto& [r, peer] : by_rank_) Send(peer, frame);
+          return Reject(s, why);
+        }
+        if (rank < 0 || rank >= size_) {
           return Reject(s, "rank " + std::to_string(rank) + " of " + std::to_string(size) +
                                " does not fit this job of " + std::to_string(size_) + " ranks");
         }
@@ -163,6 +235,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
         s->rank = rank;
         s->host = host;
         s->pid = pid;
+        Unpend(s);
         by_rank_[rank] = s;
         Send(s, Writer().Frame(MsgType::kHelloOk));
         break;
@@ -245,11 +318,13 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
   }
 
   void Closed(const std::shared_ptr<Session>& s) {
+    Unpend(s);
     if (s->closed && s->rank < 0) return;
     bool was_closed = s->closed;
     s->closed = true;
     boost::system::error_code ignored;
     s->socket.close(ignored);
+    std::string().swap(s->body);
     if (s->rank < 0 || was_closed) return;
     if (!s->said_bye) {
       LOOM_WARN(log::kBootstrap, "store: rank %d (%s, pid %lld) vanished without goodbye", s->rank,
@@ -276,10 +351,11 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
   asio::io_context io_;
   tcp::acceptor acceptor_;
   uint16_t port_ = 0;
+  asio::steady_timer accept_timer_;  // re-arms the acceptor after an error
   std::thread thread_;
   int size_ = 0;
   int ended_ = 0;
-  std::vector<std::shared_ptr<Session>> all_;
+  std::list<std::shared_ptr<Session>> pending_;  // oldest first
   std::map<int, std::shared_ptr<Session>> by_rank_;
   std::map<std::string, Gather> gathers_;
   std::mutex mu_;

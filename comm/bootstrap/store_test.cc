@@ -1,10 +1,18 @@
 // The store's rank-to-rank notices (StoreClient::Notify): relayed to the
 // target's notice callback with the sender's rank, in order, and answered
 // by the store itself ("gone", with the sender's own payload) for a target
-// that said goodbye or never joined.
+// that said goodbye or never joined. And what strangers can cost it.
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -14,8 +22,10 @@
 #include <tuple>
 #include <vector>
 
+#include "base/log.h"
 #include "comm/bootstrap/store_client.h"
 #include "comm/bootstrap/store_server.h"
+#include "comm/bootstrap/wire.h"
 
 namespace loom::bootstrap {
 namespace {
@@ -102,6 +112,161 @@ TEST(StoreNotices, RelayedInOrderAndAnsweredForRanksThatLeft) {
       EXPECT_EQ(n, Notice(2, true, "anyone?"));
     }
   }
+}
+
+// A plain TCP connection to the store on loopback; -1 when none could be made.
+int ConnectRaw(uint16_t port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Whether the peer closed `fd` within `ms` (a read returns 0 or an error).
+bool ClosedByPeer(int fd, int ms) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, ms) != 1) return false;
+  char c;
+  return read(fd, &c, 1) <= 0;
+}
+
+size_t ResidentBytes() {
+  long pages = 0, resident = 0;
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+  std::fclose(f);
+  return static_cast<size_t>(resident) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+bool JoinAsRankZeroOfOne(uint16_t port, uint64_t secret) {
+  auto c = StoreClient::Connect("127.0.0.1", port, secret,
+                                StoreClient::Identity{0, 1, "localhost", 1},
+                                Deadline::After(std::chrono::seconds(10)));
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok();
+}
+
+// A frame header claiming a 64 MiB body before any hello used to make the
+// store reserve (and zero) 64 MiB for good; now it closes the connection
+// having read 8 bytes.
+TEST(StoreStrangers, AHugeFrameBeforeTheHelloCostsNothing) {
+  constexpr uint64_t kSecret = 0x5eed;
+  auto server = StoreServer::Start("127.0.0.1", 0, kSecret);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const size_t before = ResidentBytes();
+  for (int i = 0; i < 8; ++i) {
+    const int fd = ConnectRaw(server.value()->port());
+    ASSERT_GE(fd, 0);
+    const uint32_t header[2] = {kMaxFrameBytes, static_cast<uint32_t>(MsgType::kHello)};
+    ASSERT_EQ(write(fd, header, sizeof(header)), static_cast<ssize_t>(sizeof(header)));
+    EXPECT_TRUE(ClosedByPeer(fd, 5000)) << "connection " << i << " left open";
+    close(fd);
+  }
+  EXPECT_LT(ResidentBytes(), before + (16u << 20)) << "resident before " << before;
+  EXPECT_TRUE(JoinAsRankZeroOfOne(server.value()->port(), kSecret));
+}
+
+// Silent connections beyond kMaxPending push out the oldest, so a real rank
+// still gets in however many strangers connect first.
+TEST(StoreStrangers, SilentConnectionsAreBoundedAndARankStillJoins) {
+  constexpr uint64_t kSecret = 0x5eed;
+  auto server = StoreServer::Start("127.0.0.1", 0, kSecret);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  std::vector<int> fds;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = ConnectRaw(server.value()->port());
+    ASSERT_GE(fd, 0);
+    fds.push_back(fd);
+  }
+  EXPECT_TRUE(ClosedByPeer(fds.front(), 5000)) << "the oldest silent connection stayed";
+  EXPECT_TRUE(JoinAsRankZeroOfOne(server.value()->port(), kSecret));
+  for (int fd : fds) close(fd);
+}
+
+// Running out of descriptors once used to stop the acceptor for good, and
+// the real ranks then timed out as "never connected".
+TEST(StoreStrangers, TheStoreAcceptsAgainAfterRunningOutOfDescriptors) {
+  constexpr uint64_t kSecret = 0x5eed;
+  auto server = StoreServer::Start("127.0.0.1", 0, kSecret);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  // Room for a few more descriptors than are open now: the clients below
+  // use them up, and the store's accept fails with EMFILE.
+  int open_now = 0;
+  for (int fd = 0; fd < 4096; ++fd) open_now += fcntl(fd, F_GETFD) != -1;
+  rlimit tight = old;
+  tight.rlim_cur = static_cast<rlim_t>(open_now + 16);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &tight), 0);
+  std::vector<int> fds;
+  for (int i = 0; i < 64; ++i) {
+    const int fd = ConnectRaw(server.value()->port());
+    if (fd < 0) break;
+    fds.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the store meets EMFILE
+  for (int fd : fds) close(fd);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  EXPECT_FALSE(fds.empty());
+  EXPECT_TRUE(JoinAsRankZeroOfOne(server.value()->port(), kSecret));
+}
+
+// A rank started with another world size fails every rank already in the
+// job at once, naming both sizes and who said each, instead of leaving
+// them waiting silently until their deadline.
+TEST(StoreStartup, AWorldSizeDisagreementFailsEveryRankAtOnce) {
+  constexpr uint64_t kSecret = 0x5eed;
+  auto server = StoreServer::Start("127.0.0.1", 0, kSecret);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const uint16_t port = server.value()->port();
+  auto first = StoreClient::Connect("127.0.0.1", port, kSecret,
+                                    StoreClient::Identity{0, 2, "host-a", 10},
+                                    Deadline::After(std::chrono::seconds(10)));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto second = StoreClient::Connect("127.0.0.1", port, kSecret,
+                                     StoreClient::Identity{1, 3, "host-b", 11},
+                                     Deadline::After(std::chrono::seconds(10)));
+  ASSERT_FALSE(second.ok());
+  const std::string want =
+      "rank 1 on host-b (pid 11) was started with a world size of 3, but rank(s) 0 joined with 2";
+  EXPECT_NE(second.status().message().find(want), std::string::npos) << second.status().ToString();
+  const auto start = std::chrono::steady_clock::now();
+  auto gathered = first.value()->AllGather("setup", "", Deadline::After(std::chrono::seconds(20)));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ASSERT_FALSE(gathered.ok());
+  EXPECT_NE(gathered.status().message().find(want), std::string::npos)
+      << gathered.status().ToString();
+}
+
+// While a rank waits for others, it says which and for how long.
+TEST(StoreStartup, AWaitingRankSaysWhomItWaitsFor) {
+  constexpr uint64_t kSecret = 0x5eed;
+  auto server = StoreServer::Start("127.0.0.1", 0, kSecret);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto alone = StoreClient::Connect("127.0.0.1", server.value()->port(), kSecret,
+                                    StoreClient::Identity{0, 2, "localhost", 10},
+                                    Deadline::After(std::chrono::seconds(10)));
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  setenv("NCCL_DEBUG", "INFO", 1);
+  log::ReloadFromEnv();
+  ::testing::internal::CaptureStderr();
+  auto gathered = alone.value()->AllGather("setup", "", Deadline::After(std::chrono::milliseconds(1800)));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  unsetenv("NCCL_DEBUG");
+  log::ReloadFromEnv();
+  EXPECT_EQ(gathered.status().code(), Code::kTimeout);
+  EXPECT_NE(err.find("rank 0: waited 1 s for every rank to reach 'setup' (deadline in "),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("rank(s) 1 never connected to the store"), std::string::npos) << err;
 }
 
 }  // namespace

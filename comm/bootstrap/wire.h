@@ -13,6 +13,9 @@ namespace loom::bootstrap {
 inline constexpr uint32_t kProtocolVersion = 1;
 inline constexpr uint64_t kStoreMagic = 0x6c6f6f6d73746f72ull;  // "loomstor"
 inline constexpr uint32_t kMaxFrameBytes = 64u << 20;
+// Before the job secret is checked the store reads nothing larger: a hello
+// is some 40 bytes and a host name.
+inline constexpr uint32_t kMaxHelloBytes = 4096;
 
 enum class MsgType : uint32_t {
   kHello = 1,        // client -> server: magic, version, secret, rank, size, host, pid
