@@ -2,11 +2,14 @@
 // the worker, address exchange and one endpoint per peer.
 #include "transports/ucx/context.h"
 
+#include <dlfcn.h>
 #include <poll.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <iterator>
+#include <string_view>
 
 #include "base/log.h"
 #include "transports/ucx/connection.h"
@@ -14,6 +17,31 @@
 namespace loom {
 
 namespace {
+
+// Loading libucs (a dependency of every loom library built with UCX)
+// installs UCX's handlers for SIGSEGV, SIGBUS, SIGILL and SIGFPE in the
+// user's program, so any crash of it prints UCX's backtrace. Unless the
+// user asked for them (UCX_HANDLE_ERRORS set), loom puts back the default
+// action wherever the handler is libucs's own; it runs after libucs's
+// constructor (a dependency's constructors run first).
+__attribute__((constructor)) void DropUcxSignalHandlers() {
+  if (std::getenv("UCX_HANDLE_ERRORS") != nullptr) return;
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE}) {
+    struct sigaction now {};
+    if (sigaction(sig, nullptr, &now) != 0) continue;
+    const void* handler = (now.sa_flags & SA_SIGINFO) != 0
+                              ? reinterpret_cast<const void*>(now.sa_sigaction)
+                              : reinterpret_cast<const void*>(now.sa_handler);
+    if (now.sa_handler == SIG_DFL || now.sa_handler == SIG_IGN) continue;
+    Dl_info info{};
+    if (dladdr(handler, &info) == 0 || info.dli_fname == nullptr) continue;
+    if (std::string_view(info.dli_fname).find("libucs") == std::string_view::npos) continue;
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, nullptr);
+  }
+}
 
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
