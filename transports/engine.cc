@@ -438,6 +438,12 @@ std::string Engine::WaitChain(const Connection& c) const {
   const Connection* at = &c;
   for (size_t hop = 0; at != nullptr && hop < connections_.size(); ++hop) {
     std::optional<PeerWait> w = at->PeerWaitingOn();
+    if (w && w->stopped) {
+      // Not a wait-for cycle: the process holds still and makes no progress.
+      chain += hop == 0 ? ", whose process is stopped (SIGSTOP or a debugger) and made no progress"
+                        : ", whose process is stopped (SIGSTOP or a debugger)";
+      break;
+    }
     if (!w || w->peer < 0 || w->peer >= size() || named[w->peer]) break;
     named[w->peer] = true;
     if (w->peer == options_.rank) {

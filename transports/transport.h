@@ -143,10 +143,13 @@ struct PeerMailboxView {
   void* tsan_key = nullptr;  // TSan builds, a peer in this process: its slots' key
 };
 
-// What a same-host peer published as blocking it (see Doorbell::waiting_on).
+// What a same-host peer published as blocking it (see Doorbell::waiting_on),
+// or that its process is stopped (SIGSTOP, a debugger): then what it
+// published is stale and `peer` is -1.
 struct PeerWait {
   int peer;
   bool over_network;
+  bool stopped = false;
 };
 
 class Connection {
@@ -172,7 +175,8 @@ class Connection {
   // Called while sleeping (rarely): a dead peer process found here is an error.
   virtual Status CheckPeerAlive() const { return Status::Ok(); }
   // For timeout messages: whom the peer itself is blocked on, when it says
-  // (shared memory peers publish it while they sleep); nullopt otherwise.
+  // (shared memory peers publish it while they sleep), or that its process
+  // is stopped; nullopt otherwise.
   virtual std::optional<PeerWait> PeerWaitingOn() const { return std::nullopt; }
   // "SHM", "NET/Socket/lo", as NCCL prints "via ...".
   virtual std::string Describe() const = 0;

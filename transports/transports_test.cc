@@ -360,6 +360,25 @@ TEST(EngineTimeout, NamesTheChainOfSameHostPeersBlockedBehindThePeer) {
       << s.message();
 }
 
+TEST(EngineTimeout, AStoppedPeerIsNamedAsStoppedNotAsWaiting) {
+  std::vector<std::unique_ptr<Connection>> conns(2);
+  conns[1] = std::make_unique<StuckConnection>(1, true, PeerWait{-1, false, true});
+  Engine engine(Engine::Options{}, std::move(conns));
+  std::vector<char> b(8);
+  Transfer t;
+  t.dir = Transfer::Dir::kRecv;
+  t.peer = 1;
+  t.dst = b.data();
+  t.bytes = b.size();
+  Status s = engine.Run({&t, 1}, Deadline::After(std::chrono::milliseconds(50)));
+  EXPECT_EQ(s.code(), Code::kTimeout) << s.ToString();
+  EXPECT_NE(s.message().find("still waiting on rank 1 (via SHM), whose process is stopped "
+                             "(SIGSTOP or a debugger) and made no progress"),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(s.message().find("which is waiting"), std::string::npos) << s.message();
+}
+
 TEST(EngineTimeout, AChainThatLoopsBackEndsAtThisRank) {
   std::vector<std::unique_ptr<Connection>> conns(3);
   conns[1] = std::make_unique<StuckConnection>(1, true, PeerWait{2, false});

@@ -201,6 +201,28 @@ ipv6)
   grep -q "via NET/Socket/lo" "$tmp/out" || fail "not over sockets"
   grep -q "Using \[0\]lo:\[fd00:77::1\]" "$tmp/out" || fail "not over IPv6"
   ;;
+stopped_rank_named)
+  # Rank 1 stopped mid-job: rank 0's timeout says the process is stopped, not
+  # that it waits on rank 0 (what it published before it stopped).
+  LOOM_TIMEOUT_MS=3000 "$LOOM" run -np 2 -- "$FAULT" kill -1 0 >"$tmp/job" 2>&1 &
+  job=$!
+  victim=""
+  for _ in $(seq 50); do
+    for p in $(pgrep -P "$job"); do
+      tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx LOOM_RANK=1 && victim=$p
+    done
+    [ -n "$victim" ] && break
+    sleep 0.1
+  done
+  [ -n "$victim" ] || { kill -9 "$job"; fail "rank 1 not found"; }
+  sleep 1
+  kill -STOP "$victim"
+  for _ in $(seq 100); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  kill -CONT "$victim" 2>/dev/null; kill -9 "$job" 2>/dev/null; wait "$job" 2>/dev/null
+  grep -q "rank 0: .*whose process is stopped (SIGSTOP or a debugger) and made no progress" "$tmp/job" ||
+    fail "rank 0 did not say rank 1 is stopped"
+  ! grep -q "which is waiting on this rank" "$tmp/job" || fail "a stopped rank read as a wait-for cycle"
+  ;;
 attach_stopped_rank)
   # A job whose rank 1 is stopped: `loom doctor --attach` must name rank 1.
   # Ports below the kernel's ephemeral range (32768+), so no other test's

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <memory>
 #include <mutex>
 
@@ -107,7 +108,24 @@ Status ShmConnection::CheckPeerAlive() const {
   return Status::Ok();
 }
 
+namespace {
+
+// Whether process `pid` is stopped: state T (a signal) or t (a tracer) in
+// /proc/<pid>/stat, whose state follows the command name's closing ')'.
+bool ProcessStopped(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(f, stat);
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
+  const char state = stat[paren + 2];
+  return state == 'T' || state == 't';
+}
+
+}  // namespace
+
 std::optional<PeerWait> ShmConnection::PeerWaitingOn() const {
+  if (peer_pid_ != getpid() && ProcessStopped(peer_pid_)) return PeerWait{-1, false, true};
   int64_t wait = peer_bell_->waiting_on.load(std::memory_order_relaxed);
   if (wait == kNotWaiting || wait < 0) return std::nullopt;
   return PeerWait{static_cast<int>(wait / 2), wait % 2 == 1};
