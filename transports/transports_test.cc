@@ -338,13 +338,8 @@ class StuckConnection final : public Connection {
   std::vector<Transfer*> posted_;
 };
 
-TEST(EngineTimeout, NamesTheChainOfSameHostPeersBlockedBehindThePeer) {
-  // Rank 0 waits on rank 1 (same host), which waits on rank 2 (same host),
-  // which waits on rank 3 across the network: the cause is rank 3.
-  std::vector<std::unique_ptr<Connection>> conns(4);
-  conns[1] = std::make_unique<StuckConnection>(1, true, PeerWait{2, false});
-  conns[2] = std::make_unique<StuckConnection>(2, true, PeerWait{3, true});
-  conns[3] = std::make_unique<StuckConnection>(3, false, std::nullopt);
+// Runs one 8-byte receive from rank 1 over `conns` with a 50 ms deadline.
+Status ReceiveFromRankOne(std::vector<std::unique_ptr<Connection>> conns) {
   Engine engine(Engine::Options{}, std::move(conns));
   std::vector<char> b(8);
   Transfer t;
@@ -352,7 +347,17 @@ TEST(EngineTimeout, NamesTheChainOfSameHostPeersBlockedBehindThePeer) {
   t.peer = 1;
   t.dst = b.data();
   t.bytes = b.size();
-  Status s = engine.Run({&t, 1}, Deadline::After(std::chrono::milliseconds(50)));
+  return engine.Run({&t, 1}, Deadline::After(std::chrono::milliseconds(50)));
+}
+
+TEST(EngineTimeout, NamesTheChainOfSameHostPeersBlockedBehindThePeer) {
+  // Rank 0 waits on rank 1 (same host), which waits on rank 2 (same host),
+  // which waits on rank 3 across the network: the cause is rank 3.
+  std::vector<std::unique_ptr<Connection>> conns(4);
+  conns[1] = std::make_unique<StuckConnection>(1, true, PeerWait{2, false});
+  conns[2] = std::make_unique<StuckConnection>(2, true, PeerWait{3, true});
+  conns[3] = std::make_unique<StuckConnection>(3, false, std::nullopt);
+  Status s = ReceiveFromRankOne(std::move(conns));
   EXPECT_EQ(s.code(), Code::kTimeout) << s.ToString();
   EXPECT_NE(s.message().find("still waiting on rank 1 (via SHM), which is waiting on rank 2 on "
                              "this host, which is waiting on rank 3 over the network"),
@@ -363,14 +368,7 @@ TEST(EngineTimeout, NamesTheChainOfSameHostPeersBlockedBehindThePeer) {
 TEST(EngineTimeout, AStoppedPeerIsNamedAsStoppedNotAsWaiting) {
   std::vector<std::unique_ptr<Connection>> conns(2);
   conns[1] = std::make_unique<StuckConnection>(1, true, PeerWait{-1, false, true});
-  Engine engine(Engine::Options{}, std::move(conns));
-  std::vector<char> b(8);
-  Transfer t;
-  t.dir = Transfer::Dir::kRecv;
-  t.peer = 1;
-  t.dst = b.data();
-  t.bytes = b.size();
-  Status s = engine.Run({&t, 1}, Deadline::After(std::chrono::milliseconds(50)));
+  Status s = ReceiveFromRankOne(std::move(conns));
   EXPECT_EQ(s.code(), Code::kTimeout) << s.ToString();
   EXPECT_NE(s.message().find("still waiting on rank 1 (via SHM), whose process is stopped "
                              "(SIGSTOP or a debugger) and made no progress"),
@@ -383,14 +381,7 @@ TEST(EngineTimeout, AChainThatLoopsBackEndsAtThisRank) {
   std::vector<std::unique_ptr<Connection>> conns(3);
   conns[1] = std::make_unique<StuckConnection>(1, true, PeerWait{2, false});
   conns[2] = std::make_unique<StuckConnection>(2, true, PeerWait{1, false});
-  Engine engine(Engine::Options{}, std::move(conns));
-  std::vector<char> b(8);
-  Transfer t;
-  t.dir = Transfer::Dir::kRecv;
-  t.peer = 1;
-  t.dst = b.data();
-  t.bytes = b.size();
-  Status s = engine.Run({&t, 1}, Deadline::After(std::chrono::milliseconds(50)));
+  Status s = ReceiveFromRankOne(std::move(conns));
   EXPECT_EQ(s.code(), Code::kTimeout) << s.ToString();
   EXPECT_NE(s.message().find("rank 1 (via SHM), which is waiting on rank 2 on this host "),
             std::string::npos)

@@ -9,6 +9,16 @@ export NCCL_SOCKET_IFNAME=lo
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; for f in "$tmp"/*; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done; exit 1; }
+# The pid of rank $2 among the children of `loom run` $1 (its LOOM_RANK), or
+# nothing after 5 s.
+rank_pid() {
+  for _ in $(seq 50); do
+    for p in $(pgrep -P "$1"); do
+      tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "LOOM_RANK=$2" && { echo "$p"; return; }
+    done
+    sleep 0.1
+  done
+}
 
 case $CASE in
 perf_main_job)
@@ -206,14 +216,7 @@ stopped_rank_named)
   # that it waits on rank 0 (what it published before it stopped).
   LOOM_TIMEOUT_MS=3000 "$LOOM" run -np 2 -- "$FAULT" kill -1 0 >"$tmp/job" 2>&1 &
   job=$!
-  victim=""
-  for _ in $(seq 50); do
-    for p in $(pgrep -P "$job"); do
-      tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx LOOM_RANK=1 && victim=$p
-    done
-    [ -n "$victim" ] && break
-    sleep 0.1
-  done
+  victim=$(rank_pid "$job" 1)
   [ -n "$victim" ] || { kill -9 "$job"; fail "rank 1 not found"; }
   sleep 1
   kill -STOP "$victim"
@@ -236,14 +239,7 @@ attach_stopped_rank)
   NCCL_DEBUG=WARN LOOM_STATUS_PORT=$port LOOM_TIMEOUT_MS=60000 \
     "$LOOM" run -np 3 -- "$FAULT" kill -1 0 >"$tmp/job" 2>&1 &
   job=$!
-  victim=""
-  for _ in $(seq 50); do
-    for p in $(pgrep -P "$job"); do
-      tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx LOOM_RANK=1 && victim=$p
-    done
-    [ -n "$victim" ] && break
-    sleep 0.1
-  done
+  victim=$(rank_pid "$job" 1)
   [ -n "$victim" ] || { kill -9 "$job"; fail "rank 1 not found"; }
   sleep 1
   kill -STOP "$victim"
