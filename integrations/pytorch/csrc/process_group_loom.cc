@@ -171,9 +171,15 @@ void ProcessGroupLoom::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>
   for (auto& w : works) LoomWork::StartDone(w, s);
 }
 
-void ProcessGroupLoom::CheckNotCoalescing(const char* opname) {
+std::unique_lock<std::mutex> ProcessGroupLoom::LockToIssue(const std::string& opname) {
+  std::unique_lock<std::mutex> lock(issue_mu_);
   TORCH_CHECK(!coalescing_, "loom: ", opname,
               " inside batch_isend_irecv / a coalescing block; only send and recv can be batched");
+  return lock;
+}
+
+std::unique_lock<std::mutex> ProcessGroupLoom::LockToIssue(LoomWork& work) {
+  return LockToIssue(c10d::opTypeToString(work.retrieveOpType()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::PointToPoint(
@@ -204,8 +210,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::broadcast(std::vector<at::Tenso
   auto work = NewWork(c10d::OpType::BROADCAST, "loom:broadcast", tensors);
   work->KeepAlive(flat);
   if (!copies->pairs.empty()) work->SetFinishStep([copies] { copies->Run(); });
-  std::lock_guard<std::mutex> lock(issue_mu_);
-  CheckNotCoalescing(c10d::opTypeToString(work->retrieveOpType()).c_str());
+  auto lock = LockToIssue(*work);
   return Launch(work, {comm_->BroadcastAsync(flat.data_ptr(), flat.data_ptr(), v.count, v.type,
                                               static_cast<int>(opts.rootRank))});
 }
@@ -222,8 +227,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduce(std::vector<at::Tenso
   auto work = NewWork(c10d::OpType::ALLREDUCE, "loom:all_reduce", tensors);
   work->KeepAlive(flat);
   if (!copies->pairs.empty()) work->SetFinishStep([copies] { copies->Run(); });
-  std::lock_guard<std::mutex> lock(issue_mu_);
-  CheckNotCoalescing(c10d::opTypeToString(work->retrieveOpType()).c_str());
+  auto lock = LockToIssue(*work);
   return Launch(work, {comm_->AllReduceAsync(flat.data_ptr(), flat.data_ptr(), r.view.count,
                                               r.view.type, r.op)});
 }
@@ -238,8 +242,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduce_coalesced(
   auto work = NewWork(c10d::OpType::ALLREDUCE_COALESCED, "loom:all_reduce_coalesced", tensors);
   work->KeepAlive(flat);
   work->SetFinishStep([flat, tensors] { Unpack(flat, tensors); });
-  std::lock_guard<std::mutex> lock(issue_mu_);
-  CheckNotCoalescing(c10d::opTypeToString(work->retrieveOpType()).c_str());
+  auto lock = LockToIssue(*work);
   return Launch(work, {comm_->AllReduceAsync(flat.data_ptr(), flat.data_ptr(), r.view.count,
                                               r.view.type, r.op)});
 }
@@ -255,8 +258,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce(std::vector<at::Tensor>&
   auto work = NewWork(c10d::OpType::REDUCE, "loom:reduce", tensors);
   work->KeepAlive(flat);
   if (!copies->pairs.empty()) work->SetFinishStep([copies] { copies->Run(); });
-  std::lock_guard<std::mutex> lock(issue_mu_);
-  CheckNotCoalescing(c10d::opTypeToString(work->retrieveOpType()).c_str());
+  auto lock = LockToIssue(*work);
   return Launch(work, {comm_->ReduceAsync(flat.data_ptr(), flat.data_ptr(), r.view.count,
                                            r.view.type, r.op, static_cast<int>(opts.rootRank))});
 }
@@ -284,8 +286,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather(
   work->KeepAlive(src);
   work->KeepAlive(flat);
   work->SetFinishStep([flat, outs] { Unpack(flat, outs); });
-  std::lock_guard<std::mutex> lock(issue_mu_);
-  CheckNotCoalescing(c10d::opTypeToString(work->retrieveOpType()).c_str());
+  auto lock = LockToIssue(*work);
   return Launch(work, {comm_->AllGatherAsync(src.data_ptr(), flat.data_ptr(), v.count, v.type)});
 }
 
@@ -306,8 +307,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::_allgather_base(
   work->KeepAlive(src);
   work->KeepAlive(dst);
   if (!copies->pairs.empty()) work->SetFinishStep([copies] { copies->Run(); });
-  std::lock_guard<std::mutex> lock(issue_mu_);
-  CheckNotCoalescing(c10d::opTypeToString(work->retrieveOpType()).c_str());
+  auto lock = LockToIssue(*work);
   return Launch(work, {comm_->AllGatherAsync(src.data_ptr(), dst.data_ptr(), v.count, v.type)});
 }
 
@@ -339,8 +339,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather_coalesced(
   work->KeepAlive(src);
   work->KeepAlive(flat);
   work->SetFinishStep([flat, outs] { Unpack(flat, outs); });
-  std::lock_guard<std::mutex> lock(issue_mu_);
-  CheckNotCoalescing(c10d::opTypeToString(work->retrieveOpType()).c_str());
+  auto lock = LockToIssue(*work);
   return Launch(work, {comm_->AllGatherAsync(src.data_ptr(), flat.data_ptr(), v.count, v.type)});
 }
 
@@ -357,8 +356,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::gather(
                 "loom: gather: only the root (", root, ") passes output tensors");
     auto work = NewWork(c10d::OpType::GATHER, "loom:gather", {});
     work->KeepAlive(src);
-    std::lock_guard<std::mutex> lock(issue_mu_);
-    CheckNotCoalescing(c10d::opTypeToString(work->retrieveOpType()).c_str());
+    auto lock = LockToIssue(*work);
     return Launch(work, {comm_->SendAsync(src.data_ptr(), v.count, v.type, root)});
   }
   TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs.front().size()) == size_,
@@ -379,8 +377,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::gather(
   if (!copies->pairs.empty()) work->SetFinishStep([copies] { copies->Run(); });
   // Receives in rank order: each sender sends once, so none can deadlock.
   std::vector<loom::Work> ops;
-  std::lock_guard<std::mutex> lock(issue_mu_);
-  CheckNotCoalescing(c10d::opTypeToString(work->retrieveOpType()).c_str());
+  auto lock = LockToIssue(*work);
   for (int r = 0; r < size_; ++r) {
     if (r != root) ops.push_back(comm_->RecvAsync(dsts[r].data_ptr(), v.count, v.type, r));
   }
@@ -402,8 +399,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::scatter(
   if (rank_ != root) {
     TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs.front().empty()),
                 "loom: scatter: only the root (", root, ") passes input tensors");
-    std::lock_guard<std::mutex> lock(issue_mu_);
-    CheckNotCoalescing(c10d::opTypeToString(work->retrieveOpType()).c_str());
+    auto lock = LockToIssue(*work);
     return Launch(work, {comm_->RecvAsync(dst.data_ptr(), v.count, v.type, root)});
   }
   TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs.front().size()) == size_,
@@ -418,8 +414,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::scatter(
   }
   dst.copy_(srcs[root].view(dst.sizes()));
   std::vector<loom::Work> ops;
-  std::lock_guard<std::mutex> lock(issue_mu_);
-  CheckNotCoalescing(c10d::opTypeToString(work->retrieveOpType()).c_str());
+  auto lock = LockToIssue(*work);
   for (int r = 0; r < size_; ++r) {
     if (r != root) ops.push_back(comm_->SendAsync(srcs[r].data_ptr(), v.count, v.type, r));
   }
@@ -445,8 +440,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce_scatter(
   work->KeepAlive(src);
   work->KeepAlive(dst);
   if (!copies->pairs.empty()) work->SetFinishStep([copies] { copies->Run(); });
-  std::lock_guard<std::mutex> lock(issue_mu_);
-  CheckNotCoalescing(c10d::opTypeToString(work->retrieveOpType()).c_str());
+  auto lock = LockToIssue(*work);
   return Launch(work, {comm_->ReduceScatterAsync(src.data_ptr(), dst.data_ptr(), r.view.count,
                                                   r.view.type, r.op)});
 }
@@ -468,8 +462,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::_reduce_scatter_base(
   work->KeepAlive(src);
   work->KeepAlive(dst);
   if (!copies->pairs.empty()) work->SetFinishStep([copies] { copies->Run(); });
-  std::lock_guard<std::mutex> lock(issue_mu_);
-  CheckNotCoalescing(c10d::opTypeToString(work->retrieveOpType()).c_str());
+  auto lock = LockToIssue(*work);
   return Launch(work, {comm_->ReduceScatterAsync(src.data_ptr(), dst.data_ptr(), r.view.count,
                                                   r.view.type, r.op)});
 }
@@ -481,8 +474,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::ExchangeGrouped(
   // and receives progress together (one by one they could deadlock).
   if (recvs[rank_].numel() > 0) recvs[rank_].copy_(sends[rank_].view(recvs[rank_].sizes()));
   {
-    std::lock_guard<std::mutex> lock(issue_mu_);
-    CheckNotCoalescing(c10d::opTypeToString(work->retrieveOpType()).c_str());
+    auto lock = LockToIssue(*work);
   }
   loom::Status s = loom::GroupStart();
   if (s.ok()) {
@@ -546,8 +538,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::alltoall_base(
                     std::all_of(out_s.begin(), out_s.end(), [&](int64_t x) { return x == in_s[0]; });
   if (even && src.numel() == dst.numel()) {
     const LoomView v = MoveView(src);
-    std::lock_guard<std::mutex> lock(issue_mu_);
-    CheckNotCoalescing(c10d::opTypeToString(work->retrieveOpType()).c_str());
+    auto lock = LockToIssue(*work);
     return Launch(work, {comm_->AllToAllAsync(src.data_ptr(), dst.data_ptr(), v.count / size_,
                                                v.type)});
   }
@@ -594,8 +585,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::alltoall(std::vector<at::Tensor
     work->KeepAlive(flat);
     work->SetFinishStep([flat, outputs] { Unpack(flat, outputs); });
     const LoomView v = MoveView(sends[0]);
-    std::lock_guard<std::mutex> lock(issue_mu_);
-    CheckNotCoalescing(c10d::opTypeToString(work->retrieveOpType()).c_str());
+    auto lock = LockToIssue(*work);
     return Launch(work,
                   {comm_->AllToAllAsync(src.data_ptr(), flat.data_ptr(), v.count, v.type)});
   }
@@ -639,8 +629,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::recvAnysource(std::vector<at::T
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::barrier(const c10d::BarrierOptions& /*opts*/) {
   auto work = NewWork(c10d::OpType::BARRIER, "loom:barrier", {});
-  std::lock_guard<std::mutex> lock(issue_mu_);
-  CheckNotCoalescing(c10d::opTypeToString(work->retrieveOpType()).c_str());
+  auto lock = LockToIssue(*work);
   return Launch(work, {comm_->BarrierAsync()});
 }
 
@@ -660,8 +649,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::SparseAllreduce(
     at::Tensor indices = in._indices().contiguous();
     at::Tensor values = in._values().contiguous();
     const int64_t nnz = in._nnz();
-    std::lock_guard<std::mutex> lock(issue_mu_);
-    CheckNotCoalescing("sparse allreduce");
+    auto lock = LockToIssue("sparse allreduce");
     at::Tensor counts = at::empty({size_}, at::kLong);
     s = comm_->AllGather(&nnz, counts.data_ptr(), 1, loom::DataType::kInt64);
     Check(s, "sparse allreduce (gathering nnz)");

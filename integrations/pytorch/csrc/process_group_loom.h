@@ -102,7 +102,10 @@ class ProcessGroupLoom : public c10d::ProcessGroup {
   // Issues one send or receive now, or collects it while coalescing.
   c10::intrusive_ptr<c10d::Work> PointToPoint(const c10::intrusive_ptr<LoomWork>& work,
                                               std::function<loom::Work()> issue);
-  void CheckNotCoalescing(const char* opname);
+  // Takes issue_mu_ for an operation that may not be batched: refused
+  // inside batch_isend_irecv / a coalescing block, naming the operation.
+  std::unique_lock<std::mutex> LockToIssue(const std::string& opname);
+  std::unique_lock<std::mutex> LockToIssue(LoomWork& work);
 
   // startCoalescing .. endCoalescing: the collected operations and Works.
   bool coalescing_ = false;
