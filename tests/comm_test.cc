@@ -56,16 +56,15 @@ TEST(Comm, CreateRejectsBadRankAndSize) {
   EXPECT_EQ(Communicator::Create(garbage, 0, 1).status().code(), Code::kInvalidArgument);
 }
 
-// A FIFO of no bytes used to hang every job until its timeout; now the
-// setting is refused before anything waits, naming the variable and range.
+// An out-of-range setting (here a FIFO of no bytes) is refused before
+// anything waits, naming the variable and its range.
 TEST(Comm, AnOutOfRangeSettingFailsCreateAtOnceNamingIt) {
   setenv("NCCL_BUFFSIZE", "0", 1);
   auto id = UniqueId::Create();
   ASSERT_TRUE(id.ok());
-  const auto start = std::chrono::steady_clock::now();
-  auto comm = Communicator::Create(id.value(), 0, 2);  // rank 1 never comes
+  // Rank 1 never comes: waiting for it would end in kTimeout, not this.
+  auto comm = Communicator::Create(id.value(), 0, 2);
   unsetenv("NCCL_BUFFSIZE");
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   EXPECT_EQ(comm.status().code(), Code::kInvalidArgument);
   EXPECT_NE(comm.status().message().find("NCCL_BUFFSIZE=0 is out of range: accepted 4096 to "),
             std::string::npos)

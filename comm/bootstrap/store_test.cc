@@ -154,9 +154,8 @@ bool JoinAsRankZeroOfOne(uint16_t port, uint64_t secret) {
   return c.ok();
 }
 
-// A frame header claiming a 64 MiB body before any hello used to make the
-// store reserve (and zero) 64 MiB for good; now it closes the connection
-// having read 8 bytes.
+// A frame header claiming a 64 MiB body before any hello costs the store
+// nothing: it closes the connection having read 8 bytes.
 TEST(StoreStrangers, AHugeFrameBeforeTheHelloCostsNothing) {
   constexpr uint64_t kSecret = 0x5eed;
   auto server = StoreServer::Start("127.0.0.1", 0, kSecret);
@@ -191,8 +190,8 @@ TEST(StoreStrangers, SilentConnectionsAreBoundedAndARankStillJoins) {
   for (int fd : fds) close(fd);
 }
 
-// Running out of descriptors once used to stop the acceptor for good, and
-// the real ranks then timed out as "never connected".
+// Running out of descriptors for a while does not stop the acceptor: a
+// rank that comes afterwards still joins.
 TEST(StoreStrangers, TheStoreAcceptsAgainAfterRunningOutOfDescriptors) {
   constexpr uint64_t kSecret = 0x5eed;
   auto server = StoreServer::Start("127.0.0.1", 0, kSecret);
@@ -238,10 +237,10 @@ TEST(StoreStartup, AWorldSizeDisagreementFailsEveryRankAtOnce) {
   const std::string want =
       "rank 1 on host-b (pid 11) was started with a world size of 3, but rank(s) 0 joined with 2";
   EXPECT_NE(second.status().message().find(want), std::string::npos) << second.status().ToString();
-  const auto start = std::chrono::steady_clock::now();
+  // Rank 1 never joins: waiting for it would end in kTimeout, not this.
   auto gathered = first.value()->AllGather("setup", "", Deadline::After(std::chrono::seconds(20)));
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   ASSERT_FALSE(gathered.ok());
+  EXPECT_EQ(gathered.status().code(), Code::kRemoteError) << gathered.status().ToString();
   EXPECT_NE(gathered.status().message().find(want), std::string::npos)
       << gathered.status().ToString();
 }
