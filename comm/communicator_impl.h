@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -160,12 +161,11 @@ class Communicator::Impl {
   Status RunOne(const CollArgs& a, Deadline deadline);
   struct CachedChoice {
     bool valid = false;
-    bool ask_direct = false;  // try Direct when every rank's buffers are shareable
     OpKind kind = OpKind::kInternal;
     size_t bytes = 0;
     Choice choice;
   };
-  const CachedChoice& Choose(OpKind kind, size_t bytes);
+  const Choice& Choose(OpKind kind, size_t bytes);
   Deadline OpDeadline() const;
   Deadline OpDeadline(std::chrono::steady_clock::time_point now) const;
   void Fail(const Status& s);
@@ -193,7 +193,7 @@ class Communicator::Impl {
   CostModel cost_;              // from the job-wide topology; the same on every rank
   static constexpr int kChoiceCacheBits = 6;
   std::array<CachedChoice, size_t{1} << kChoiceCacheBits> choices_;  // see Choose
-  HierGroups hier_;             // this rank's groups; set when hosts have equal rank counts
+  std::optional<HierGroups> hier_;  // this rank's groups, when hosts have equal rank counts
   uint64_t secret_ = 0;
   bool single_copy_ = false;  // every same-host peer's memory is directly readable
   // Whether sends into the shared-memory FIFOs stream, chosen per call from

@@ -1,6 +1,7 @@
 // Communicator::Impl's execution of operations: argument checks (Validate),
 // running a batch (Execute) and one operation (RunOne) on the algorithm
-// SelectAlgo picks (Choose caches the pick). The queue and the worker that
+// SelectAlgo picks (Choose caches the pick), with kAvg and PreMulSum
+// rewritten into sums first (SumRewrite). The queue and the worker that
 // call these are in communicator.cc.
 #include <algorithm>
 #include <chrono>
@@ -188,37 +189,6 @@ Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
 }
 
 Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
-  if (a.premul && !a.device) {
-    // A pre-multiplied sum: scale this rank's input, then sum the scaled copies.
-    // The scalar is read now, when the operation runs (a kPointer scalar of
-    // a staged device operation was copied to pinned memory in stream order).
-    const size_t elems = a.kind == OpKind::kReduceScatter ? a.count * size : a.count;
-    if (elems > 0 && a.scalar.where == PreMulScalar::Where::kPointer && device_.ops() != nullptr) {
-      LOOM_ASSIGN_OR_RETURN(const cuda::BufferPlace place,
-                            device_.ops()->Classify(a.scalar.pointer));
-      if (place.space == cuda::MemSpace::kDevice) {
-        return InvalidUsage(std::string(OpKindName(a.kind)) +
-                            ": the PreMulSum scalar is device memory but the buffers are host "
-                            "memory; pass the scalar in host memory (or by value)");
-      }
-    }
-    const void* scalar =
-        a.scalar.where == PreMulScalar::Where::kValue ? a.scalar.value : a.scalar.pointer;
-    CollArgs summed = a;
-    summed.premul = false;
-    if (a.kind == OpKind::kAllReduce || (a.kind == OpKind::kReduce && rank == a.root)) {
-      // Scaled straight into the output, then summed in place there: no
-      // scratch, and the in-place algorithms, which read one buffer less.
-      PreMulInto(a.recv, a.send, elems, a.type, scalar);
-      summed.send = a.recv;
-    } else {
-      void* scaled = premul_scratch_.Get(elems * SizeOf(a.type));
-      PreMulInto(scaled, a.send, elems, a.type, scalar);
-      summed.send = scaled;
-    }
-    return RunOne(summed, deadline);
-  }
-  const size_t bytes = a.count * SizeOf(a.type);
   if (a.gdr) {
     Status s = net_.Run(*engine_, rank, size, a, deadline, abort_);
     if (s.ok()) return s;
@@ -232,19 +202,20 @@ Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
     return s.WithContext(std::string(OpKindName(a.kind)) + " on device buffers (CUDA IPC) on rank " +
                          std::to_string(rank) + " (" + host + ")");
   }
-  // Tiny collectives of a one-host communicator: one slot per rank
-  // (unless NCCL_ALGO or LOOM_TUNE asks for particular algorithms).
-  if (engine_->small_collectives() && algo_filter_.empty() && tune_.empty() &&
-      FitsSmallSlots(a, size)) {
-    LOOM_TRACE(log::kTuning, "%s %zu bytes on %d ranks: through shared-memory slots",
-               OpKindName(a.kind), bytes, size);
-    Status s = SmallCollective(*engine_, rank, a, deadline);
-    if (s.ok()) return s;
-    return s.WithContext(std::string(OpKindName(a.kind)) + " on rank " + std::to_string(rank) +
-                         " (" + host + ")");
+  // A scalar is read only when there is something to scale.
+  if (a.premul && a.count > 0 && a.scalar.where == PreMulScalar::Where::kPointer &&
+      device_.ops() != nullptr) {
+    LOOM_ASSIGN_OR_RETURN(const cuda::BufferPlace place, device_.ops()->Classify(a.scalar.pointer));
+    if (place.space == cuda::MemSpace::kDevice) {
+      return InvalidUsage(std::string(OpKindName(a.kind)) +
+                          ": the PreMulSum scalar is device memory but the buffers are host "
+                          "memory; pass the scalar in host memory (or by value)");
+    }
   }
-  const CachedChoice& cached = Choose(a.kind, bytes);
-  const Choice& c = cached.choice;
+  const SumRewrite rewrite(a, rank, size, premul_scratch_);
+  const CollArgs& summed = rewrite.args();
+  const size_t bytes = a.count * SizeOf(a.type);
+  const Choice& c = Choose(a.kind, bytes);
   const uint32_t kind_bit = 1u << static_cast<uint32_t>(a.kind);
   if (c.tune_ignored != Choice::TuneIgnored::kNo && (tune_warned_ & kind_bit) == 0) {
     tune_warned_ |= kind_bit;  // once per collective and communicator
@@ -268,28 +239,28 @@ Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
              DescribeEstimates(a.kind, bytes, cost_).c_str());
   std::optional<StreamChooser::Plan> plan;
   std::chrono::steady_clock::time_point start;
-  // Direct reads the peers' inputs in place: its time says nothing of the FIFOs.
-  if (stream_chooser_ && c.algo != Algo::kDirect) {
+  // Only the FIFOs' times say how sends into them should go: not Direct's
+  // reads of the peers' inputs in place, nor the slots'.
+  if (stream_chooser_ && c.algo != Algo::kDirect && c.algo != Algo::kSlots) {
     plan = stream_chooser_->Next(a.kind, bytes);
     SetStreaming(plan->stream);
     if (plan->slot >= 0) start = std::chrono::steady_clock::now();
   }
+  const AlgoContext ctx{*engine_, rank, scratch_, hier_ ? &*hier_ : nullptr};
   Status s;
-  bool ran = false;
-  if (cached.ask_direct) {
-    s = RunDirectIfAllShared(*engine_, rank, a, scratch_, deadline, &ran);
-    if (ran) LOOM_TRACE(log::kTuning, "%s: Direct instead, every rank's buffers are shareable",
-                        OpKindName(a.kind));
+  bool ran_direct = false;
+  if (c.direct_if_shared) {
+    s = RunDirectIfAllShared(*engine_, rank, summed, scratch_, deadline, &ran_direct);
+    if (ran_direct) LOOM_TRACE(log::kTuning, "%s: Direct instead, every rank's buffers are shareable",
+                               OpKindName(a.kind));
   }
-  if (!ran && s.ok()) {
-    s = c.algo == Algo::kHierarchical ? HierarchicalAllReduce(*engine_, hier_, a, deadline)
-                                      : RunAlgorithm(*engine_, rank, c.algo, a, scratch_, deadline);
-  }
+  if (!ran_direct && s.ok()) s = RunAlgorithm(ctx, c.algo, summed, deadline);
   if (!s.ok()) {
     return s.WithContext(std::string(OpKindName(a.kind)) + " on rank " + std::to_string(rank) +
                          " (" + host + ")");
   }
-  if (plan && plan->slot >= 0 && !ran) {
+  rewrite.Finish();
+  if (plan && plan->slot >= 0 && !ran_direct) {
     const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
     const std::optional<StreamChooser::Exploration> found =
         stream_chooser_->Record(*plan, bytes, took.count());
@@ -307,7 +278,7 @@ Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
                                 : "they go through the cache from now on");
     }
   }
-  return s;
+  return Status::Ok();
 }
 
 void Communicator::Impl::SetStreaming(bool on) {
@@ -319,22 +290,17 @@ void Communicator::Impl::SetStreaming(bool on) {
 // SelectAlgo is pure for a communicator (its model, NCCL_ALGO and LOOM_TUNE
 // never change), so a small direct-mapped cache keyed by collective and size
 // saves the cost model's arithmetic on every call of a training loop.
-const Communicator::Impl::CachedChoice& Communicator::Impl::Choose(OpKind kind, size_t bytes) {
+const Choice& Communicator::Impl::Choose(OpKind kind, size_t bytes) {
   const uint64_t key = (uint64_t{bytes} << 4) | static_cast<uint64_t>(kind);  // kind < 16
   const size_t slot = (key * 0x9E3779B97F4A7C15ull) >> (64 - kChoiceCacheBits);
   CachedChoice& e = choices_[slot];
-  if (e.valid && e.kind == kind && e.bytes == bytes) return e;
-  e.valid = true;
-  e.kind = kind;
-  e.bytes = bytes;
-  e.choice = SelectAlgo(kind, bytes, cost_, algo_filter_, tune_);
-  // A model pick other than Direct: ask whether every rank's buffers are
-  // shareable (then Direct reads them in place) when Direct could run.
-  e.ask_direct = e.choice.source == Choice::Source::kModel && e.choice.algo != Algo::kDirect &&
-                 SharedDirectWorthAsking(kind, bytes, size) &&
-                 algo_filter_.Allows(kind, Algo::kDirect) &&
-                 std::isfinite(cost_.PredictUs(kind, Algo::kDirect, bytes));
-  return e;
+  if (!e.valid || e.kind != kind || e.bytes != bytes) {
+    e.valid = true;
+    e.kind = kind;
+    e.bytes = bytes;
+    e.choice = SelectAlgo(kind, bytes, cost_, algo_filter_, tune_);
+  }
+  return e.choice;
 }
 
 }  // namespace loom

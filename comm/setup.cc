@@ -259,6 +259,9 @@ struct Communicator::Impl::Setup {
 
   // Whether every pair of ranks (or, with `any`, some pair) is linked by `kind`.
   bool Links(TransportKind kind, bool any) const;
+  // Small collectives through shared-memory slots need every pair on shared
+  // memory; every rank computes the same answer from the same plan.
+  bool SmallSlots() const;
 
   std::unique_ptr<Impl> impl = std::make_unique<Impl>();
   Impl* raw = impl.get();
@@ -321,6 +324,10 @@ Communicator::Impl::Setup::Setup(const std::string& host, uint16_t port, uint64_
   impl->timeout = std::chrono::milliseconds(timeout_ms);
   deadline = Deadline::After(impl->timeout);
   who = "rank " + std::to_string(rank) + " (" + impl->host + ")";
+}
+
+bool Communicator::Impl::Setup::SmallSlots() const {
+  return impl->size > 1 && Links(TransportKind::kShm, /*any=*/false) && params::kShmSmall.Get();
 }
 
 bool Communicator::Impl::Setup::Links(TransportKind kind, bool any) const {
@@ -604,7 +611,7 @@ Status Communicator::Impl::Setup::BuildCostModel() {
   // cache: pricing it is what lets the ring beat recursive doubling at
   // large sizes, where the latter reduces twice the bytes.
   constexpr double kHostReduceGbs = 20.0;
-  impl->cost_ = CostModel(job, kHostReduceGbs);
+  impl->cost_ = CostModel(job, kHostReduceGbs, SmallSlots());
   if (job.ranks_per_host() > 0) impl->hier_ = MakeHierGroups(job, impl->rank);
   LOOM_INFO(log::kInit | log::kTuning, "%s: job %s", who.c_str(), job.Describe().c_str());
   if (job.hosts() > 1 && !impl->cost_.hierarchical_unavailable().empty()) {
@@ -631,11 +638,8 @@ void Communicator::Impl::Setup::StartEngine() {
               who.c_str(), ranks_here, cores);
   }
   eo.doorbell = doorbell;
-  // Small collectives through shared-memory slots need every pair on shared
-  // memory; every rank computes the same answer from the same plan.
-  const bool all_shm = impl->size > 1 && Links(TransportKind::kShm, /*any=*/false);
-  eo.all_shm = all_shm;
-  if (all_shm && params::kShmSmall.Get()) {
+  eo.all_shm = impl->size > 1 && Links(TransportKind::kShm, /*any=*/false);
+  if (SmallSlots()) {
     eo.small_slots = impl->shm_->small_slots();
     eo.small_tsan_key = impl->shm_->small_tsan_key();
   }

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <type_traits>
 
+#include "collectives/algos/hierarchical.h"
 #include "collectives/patterns/recursive_doubling.h"
 #include "collectives/patterns/ring.h"
 #include "collectives/patterns/tree.h"
@@ -31,6 +32,7 @@ const char* AlgoName(Algo algo) {
     case Algo::kDissemination: return "Dissemination";
     case Algo::kDirect: return "Direct";
     case Algo::kHierarchical: return "Hierarchical";
+    case Algo::kSlots: return "Slots";
   }
   return "?";
 }
@@ -89,7 +91,7 @@ class Plan {
     Transfer* t = Recv(peer, dst, bytes, gate);
     t->reduce_with = with;
     t->reduce = &ReduceInto;
-    t->op = args_.op == RedOp::kAvg ? RedOp::kSum : args_.op;
+    t->op = args_.op;
     return t;
   }
   Status Run(Engine& engine, Deadline deadline) {
@@ -431,7 +433,7 @@ Status CopyFromPeer(Engine& e, int p, void* dst, uint64_t remote, const SharedRe
 Status ReduceFromPeers(Engine& e, int r, const CollArgs& a, const std::vector<PeerBuffers>& bufs,
                        size_t off, size_t count, void* out, Scratch& scratch) {
   const size_t es = SizeOf(a.type);
-  const RedOp op = a.op == RedOp::kAvg ? RedOp::kSum : a.op;
+  const RedOp op = a.op;
   const size_t chunk = std::max<size_t>(1, kPeerReduceChunkBytes / es);
   char* tmp = static_cast<char*>(scratch.Get(chunk * es));
   for (size_t c = 0; c < count; c += chunk) {
@@ -479,7 +481,6 @@ Status DirectAllReduce(Engine& e, int r, const CollArgs& a, const std::vector<Pe
   // 1. Reduce my block from everyone's send buffer (into my recv).
   const Range mine = BlockRange(a.count, n, r, 64 / es);
   LOOM_TRY(ReduceFromPeers(e, r, a, bufs, mine.offset, mine.count, At(a.recv, mine.offset, es), scratch));
-  if (a.op == RedOp::kAvg) ScaleForAvg(At(a.recv, mine.offset, es), mine.count, a.type, n);
   // 2. Once every block is final, copy the others' blocks from their recv.
   LOOM_TRY(SyncWithAll(e, r, a, deadline));
   for (int p = 0; p < n; ++p) {
@@ -496,7 +497,6 @@ Status DirectReduceScatter(Engine& e, int r, const CollArgs& a,
                            const std::vector<PeerBuffers>& bufs, Scratch& scratch,
                            Deadline deadline) {
   LOOM_TRY(ReduceFromPeers(e, r, a, bufs, static_cast<size_t>(r) * a.count, a.count, a.recv, scratch));
-  if (a.op == RedOp::kAvg) ScaleForAvg(a.recv, a.count, a.type, e.size());
   return SyncWithAll(e, r, a, deadline);
 }
 
@@ -595,9 +595,8 @@ Status SyncWithAll(Engine& e, int r, const CollArgs& a, Deadline deadline) {
   return SyncWith(e, r, a, all, deadline);
 }
 
-bool FitsSmallSlots(const CollArgs& a, int nranks) {
-  const size_t bytes = a.count * SizeOf(a.type);
-  switch (a.kind) {
+bool FitsSmallSlots(OpKind kind, size_t bytes, int nranks) {
+  switch (kind) {
     case OpKind::kAllReduce:
     case OpKind::kReduce:
     case OpKind::kBroadcast:
@@ -625,12 +624,10 @@ void ReduceInRankOrder(void* dst, std::span<const char* const> in, size_t offset
   ReduceInto(dst, in[0] + offset, in[1] + offset, count, type, op);
   for (size_t p = 2; p < in.size(); ++p) ReduceInto(dst, dst, in[p] + offset, count, type, op);
 }
-}  // namespace
 
 Status SmallCollective(Engine& e, int r, const CollArgs& a, Deadline deadline) {
   const int n = e.size();
   const size_t bytes = a.count * SizeOf(a.type);
-  const RedOp op = a.op == RedOp::kAvg ? RedOp::kSum : a.op;
   switch (a.kind) {
     case OpKind::kBarrier:
       return e.SmallExchange(a.kind, nullptr, 0, deadline).status();
@@ -645,8 +642,7 @@ Status SmallCollective(Engine& e, int r, const CollArgs& a, Deadline deadline) {
       LOOM_ASSIGN_OR_RETURN(auto in, e.SmallExchange(a.kind, a.send, bytes, deadline));
       if (a.kind == OpKind::kReduce && r != a.root) return Status::Ok();
       if (bytes == 0) return Status::Ok();
-      ReduceInRankOrder(a.recv, in, 0, a.count, a.type, op);
-      if (a.op == RedOp::kAvg) ScaleForAvg(a.recv, a.count, a.type, n);
+      ReduceInRankOrder(a.recv, in, 0, a.count, a.type, a.op);
       return Status::Ok();
     }
     case OpKind::kAllGather: {
@@ -660,14 +656,15 @@ Status SmallCollective(Engine& e, int r, const CollArgs& a, Deadline deadline) {
       const size_t total = bytes * static_cast<size_t>(n);
       LOOM_ASSIGN_OR_RETURN(auto in, e.SmallExchange(a.kind, a.send, total, deadline));
       if (bytes == 0) return Status::Ok();
-      ReduceInRankOrder(a.recv, in, static_cast<size_t>(r) * bytes, a.count, a.type, op);
-      if (a.op == RedOp::kAvg) ScaleForAvg(a.recv, a.count, a.type, n);
+      ReduceInRankOrder(a.recv, in, static_cast<size_t>(r) * bytes, a.count, a.type, a.op);
       return Status::Ok();
     }
     default:
       return InternalError(std::string(OpKindName(a.kind)) + " has no small-collective form");
   }
 }
+
+}  // namespace
 
 bool SharedDirectWorthAsking(OpKind kind, size_t bytes, int nranks) {
   return nranks == 2 && bytes >= kSharedDirectMinBytes &&
@@ -688,80 +685,110 @@ Status RunDirectIfAllShared(Engine& e, int r, const CollArgs& a, Scratch& scratc
   return RunDirectWith(e, r, a, bufs, scratch, deadline);
 }
 
-Status RunAlgorithm(Engine& engine, int rank, Algo algo, const CollArgs& a, Scratch& scratch,
-                    Deadline deadline) {
+Status RunAlgorithm(const AlgoContext& ctx, Algo algo, const CollArgs& a, Deadline deadline) {
+  Engine& engine = ctx.engine;
+  const int rank = ctx.rank;
   const int n = engine.size();
-  const size_t bytes = a.count * SizeOf(a.type);
+  if (a.op == RedOp::kAvg || a.premul) {
+    return InternalError(std::string(OpKindName(a.kind)) +
+                         ": kAvg and PreMulSum reach an algorithm only as a sum (SumRewrite)");
+  }
+  const auto lacks = [&] {
+    return InternalError(std::string(OpKindName(a.kind)) + " has no " + AlgoName(algo) +
+                         " algorithm");
+  };
+  // One rank: every collective is a copy.
+  if (n == 1 && a.kind != OpKind::kSendRecv) {
+    if (a.kind != OpKind::kBarrier) CopyIfDistinct(a.recv, a.send, a.count * SizeOf(a.type));
+    return Status::Ok();
+  }
+  if (algo == Algo::kSlots) {
+    if (!engine.small_collectives()) return lacks();
+    return SmallCollective(engine, rank, a, deadline);
+  }
   switch (a.kind) {
-    case OpKind::kAllReduce: {
-      if (n == 1) {
-        CopyIfDistinct(a.recv, a.send, bytes);
-      } else if (algo == Algo::kRing) {
-        LOOM_TRY(RingAllReduce(engine, rank, a, deadline));
-      } else if (algo == Algo::kRecursiveDoubling) {
-        LOOM_TRY(RecursiveDoublingAllReduce(engine, rank, a, deadline));
-      } else if (algo == Algo::kDirect) {
-        return RunDirect(engine, rank, a, scratch, deadline);  // scales its own blocks
-      } else {
-        CollArgs to_root = a;
-        to_root.root = 0;
-        LOOM_TRY(TreeReduce(engine, rank, to_root, a.recv, scratch, deadline));
-        CollArgs down = to_root;
-        down.send = a.recv;
-        LOOM_TRY(TreeOrChainBroadcast(engine, rank, down, /*chain=*/false, deadline));
+    case OpKind::kAllReduce:
+      switch (algo) {
+        case Algo::kRing: return RingAllReduce(engine, rank, a, deadline);
+        case Algo::kRecursiveDoubling: return RecursiveDoublingAllReduce(engine, rank, a, deadline);
+        case Algo::kDirect: return RunDirect(engine, rank, a, ctx.scratch, deadline);
+        case Algo::kHierarchical:
+          if (ctx.hier == nullptr) return lacks();
+          return HierarchicalAllReduce(engine, *ctx.hier, a, deadline);
+        case Algo::kTree: {
+          CollArgs to_root = a;
+          to_root.root = 0;
+          LOOM_TRY(TreeReduce(engine, rank, to_root, a.recv, ctx.scratch, deadline));
+          CollArgs down = to_root;
+          down.send = a.recv;
+          return TreeOrChainBroadcast(engine, rank, down, /*chain=*/false, deadline);
+        }
+        default: return lacks();
       }
-      if (a.op == RedOp::kAvg) ScaleForAvg(a.recv, a.count, a.type, n);
-      return Status::Ok();
-    }
-    case OpKind::kReduceScatter: {
-      if (n == 1) {
-        CopyIfDistinct(a.recv, a.send, bytes);
-      } else if (algo == Algo::kDirect) {
-        return RunDirect(engine, rank, a, scratch, deadline);  // scales its block
-      } else {
-        LOOM_TRY(RingReduceScatter(engine, rank, a, scratch, deadline));
-      }
-      if (a.op == RedOp::kAvg) ScaleForAvg(a.recv, a.count, a.type, n);
-      return Status::Ok();
-    }
+    case OpKind::kReduceScatter:
+      if (algo == Algo::kDirect) return RunDirect(engine, rank, a, ctx.scratch, deadline);
+      if (algo == Algo::kRing) return RingReduceScatter(engine, rank, a, ctx.scratch, deadline);
+      return lacks();
     case OpKind::kAllGather:
-      if (n == 1) {
-        CopyIfDistinct(a.recv, a.send, bytes);
-        return Status::Ok();
-      }
-      if (algo == Algo::kDirect) return RunDirect(engine, rank, a, scratch, deadline);
-      return RingAllGather(engine, rank, a, deadline);
+      if (algo == Algo::kDirect) return RunDirect(engine, rank, a, ctx.scratch, deadline);
+      if (algo == Algo::kRing) return RingAllGather(engine, rank, a, deadline);
+      return lacks();
     case OpKind::kBroadcast:
-      if (n == 1) {
-        CopyIfDistinct(a.recv, a.send, bytes);
-        return Status::Ok();
-      }
       if (algo == Algo::kDirect) return DirectBroadcast(engine, rank, a, deadline);
-      return TreeOrChainBroadcast(engine, rank, a, algo == Algo::kRing, deadline);
-    case OpKind::kReduce: {
-      if (n == 1) {
-        CopyIfDistinct(a.recv, a.send, bytes);
-      } else {
-        LOOM_TRY(TreeReduce(engine, rank, a, a.recv, scratch, deadline));
+      if (algo == Algo::kRing || algo == Algo::kTree) {
+        return TreeOrChainBroadcast(engine, rank, a, /*chain=*/algo == Algo::kRing, deadline);
       }
-      if (rank == a.root && a.op == RedOp::kAvg) ScaleForAvg(a.recv, a.count, a.type, n);
-      return Status::Ok();
-    }
+      return lacks();
+    case OpKind::kReduce:
+      if (algo == Algo::kTree) return TreeReduce(engine, rank, a, a.recv, ctx.scratch, deadline);
+      return lacks();
     case OpKind::kAllToAll:
-      if (n == 1) {
-        CopyIfDistinct(a.recv, a.send, bytes);
-        return Status::Ok();
-      }
-      return PairwiseAllToAll(engine, rank, a, scratch, deadline);
+      if (algo == Algo::kPairwise) return PairwiseAllToAll(engine, rank, a, ctx.scratch, deadline);
+      return lacks();
     case OpKind::kBarrier:
-      if (n == 1) return Status::Ok();
-      return DisseminationBarrier(engine, rank, a, deadline);
+      if (algo == Algo::kDissemination) return DisseminationBarrier(engine, rank, a, deadline);
+      return lacks();
     case OpKind::kSendRecv:
       return SendRecv(engine, a, deadline);
     case OpKind::kInternal:
       break;
   }
-  return InternalError("no algorithm for this operation");
+  return lacks();
+}
+
+SumRewrite::SumRewrite(const CollArgs& a, int rank, int nranks, Scratch& scratch)
+    : summed_(a), nranks_(nranks) {
+  // The whole result lands in this rank's output: AllReduce, a Reduce's
+  // root; ReduceScatter's output is one block of the summed input.
+  const bool whole_result = a.kind == OpKind::kAllReduce || (a.kind == OpKind::kReduce && rank == a.root);
+  const bool has_result = whole_result || a.kind == OpKind::kReduceScatter;
+  if (a.op == RedOp::kAvg) {
+    summed_.op = RedOp::kSum;
+    divide_ = has_result && a.count > 0;
+    result_ = a.recv;
+    result_count_ = a.count;
+  }
+  if (a.premul) {
+    summed_.premul = false;
+    const size_t elems = a.kind == OpKind::kReduceScatter ? a.count * nranks : a.count;
+    const void* scalar =
+        a.scalar.where == PreMulScalar::Where::kValue ? a.scalar.value : a.scalar.pointer;
+    if (elems == 0) return;
+    if (whole_result) {
+      // Scaled straight into the output, then summed in place there: no
+      // scratch, and the in-place algorithms, which read one buffer less.
+      PreMulInto(a.recv, a.send, elems, a.type, scalar);
+      summed_.send = a.recv;
+    } else {
+      void* scaled = scratch.Get(elems * SizeOf(a.type));
+      PreMulInto(scaled, a.send, elems, a.type, scalar);
+      summed_.send = scaled;
+    }
+  }
+}
+
+void SumRewrite::Finish() const {
+  if (divide_) ScaleForAvg(result_, result_count_, summed_.type, nranks_);
 }
 
 }  // namespace loom

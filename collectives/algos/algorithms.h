@@ -15,9 +15,13 @@
 
 namespace loom {
 
+// Every way a host collective can run; collectives/select/selector.h picks
+// one per call. kSlots: the small-collective slots of a one-host
+// communicator (FitsSmallSlots below). kHierarchical: all-reduce across
+// hosts of equal rank counts (hierarchical.h).
 enum class Algo {
   kAuto, kRing, kTree, kRecursiveDoubling, kPairwise, kDissemination, kDirect,
-  kHierarchical,  // all-reduce only; runs from collectives/algos/hierarchical.h, not RunAlgorithm
+  kHierarchical, kSlots,
 };
 const char* AlgoName(Algo algo);
 
@@ -28,8 +32,8 @@ struct CollArgs {
   size_t count = 0;  // elements: per rank for AllReduce/Broadcast/Reduce; per block otherwise
   DataType type = DataType::kFloat32;
   RedOp op = RedOp::kSum;
-  // A pre-multiplied sum (op is kSum): the communicator scales this rank's
-  // input into scratch memory first, so the algorithms never see it.
+  // A pre-multiplied sum (op is kSum). The dispatcher rewrites it, and kAvg,
+  // into a plain sum before an algorithm runs (RewriteForSum below).
   bool premul = false;
   PreMulScalar scalar;
   int root = 0;  // Broadcast/Reduce root; Send/Recv peer
@@ -52,19 +56,52 @@ class Scratch {
   std::vector<char> buf_;
 };
 
-// Small collectives on one-host communicators (Engine::small_collectives):
-// every rank publishes its whole input in a slot of shared memory
-// and reads everyone else's, then reduces or copies locally in rank order
-// (all ranks get identical bits). Fits when each rank's input is at most
-// kSmallSlotBytes: AllReduce, Reduce, Broadcast, AllGather (per rank),
-// ReduceScatter (the whole input), Barrier.
-bool FitsSmallSlots(const CollArgs& args, int nranks);
-Status SmallCollective(Engine& engine, int rank, const CollArgs& args, Deadline deadline);
+// Small collectives on one-host communicators (Engine::small_collectives),
+// Algo::kSlots: every rank publishes its whole input in a slot of shared
+// memory and reads everyone else's, then reduces or copies locally in rank
+// order (all ranks get identical bits). Fits when each rank's input is at
+// most kSmallSlotBytes: AllReduce, Reduce, Broadcast, AllGather (per rank),
+// ReduceScatter (the whole input), Barrier. `bytes` counts as the cost
+// model does (one block for ReduceScatter and AllGather).
+bool FitsSmallSlots(OpKind kind, size_t bytes, int nranks);
 
-// Runs `args` with `algo` (never kAuto) on `engine`. The caller validated the
-// arguments; `rank` is this rank, engine.size() the communicator size.
-Status RunAlgorithm(Engine& engine, int rank, Algo algo, const CollArgs& args, Scratch& scratch,
-                    Deadline deadline);
+struct HierGroups;  // hierarchical.h
+
+// What an algorithm runs on: this rank's engine (engine.size() ranks), its
+// scratch memory, and its host groups for Hierarchical (null when hosts
+// differ in rank counts).
+struct AlgoContext {
+  Engine& engine;
+  int rank;
+  Scratch& scratch;
+  const HierGroups* hier = nullptr;
+};
+
+// Runs `args` with `algo` (never kAuto). The caller validated the arguments
+// and rewrote kAvg and PreMulSum into kSum (an InternalError otherwise):
+// no algorithm divides or scales.
+Status RunAlgorithm(const AlgoContext& ctx, Algo algo, const CollArgs& args, Deadline deadline);
+
+// The one place kAvg and PreMulSum become a plain sum. Before: a PreMulSum's
+// input scaled by its scalar (into the output when this rank's output is
+// the whole result, else into `scratch`), and the op set to kSum. After
+// (Finish): kAvg's division of this rank's result by the rank count.
+class SumRewrite {
+ public:
+  // Reads the PreMulSum's scalar (host memory) now. `scratch` holds the
+  // scaled input when it needs a place of its own: not the scratch the
+  // algorithm is given.
+  SumRewrite(const CollArgs& args, int rank, int nranks, Scratch& scratch);
+  const CollArgs& args() const { return summed_; }
+  void Finish() const;
+
+ private:
+  CollArgs summed_;
+  bool divide_ = false;
+  void* result_ = nullptr;
+  size_t result_count_ = 0;
+  int nranks_ = 1;
+};
 
 // Two building blocks of the single-copy algorithms (here and in
 // comm/device_ipc.cc), which move only small records through the engine:

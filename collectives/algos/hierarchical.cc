@@ -77,7 +77,6 @@ Status HierarchicalAllReduce(Engine& engine, const HierGroups& groups, const Col
   const char* in = static_cast<const char*>(a.send);
   char* out = static_cast<char*>(a.recv);
   if (groups.local.size() == 1 && in != out && a.count > 0) std::memmove(out, in, a.count * es);
-  const RedOp op = a.op == RedOp::kAvg ? RedOp::kSum : a.op;
   std::vector<Transfer> t;
   for (const auto& phase : HierarchicalSchedule(groups, a.count, 64 / es)) {
     t.clear();
@@ -103,15 +102,11 @@ Status HierarchicalAllReduce(Engine& engine, const HierGroups& groups, const Col
         recv.reduce_with =
             (st.land == HierStep::Land::kReduceWithInput ? in : out) + st.recv.offset * es;
         recv.reduce = &ReduceInto;
-        recv.op = op;
+        recv.op = a.op;
       }
       prev_recv = &recv;
     }
     LOOM_TRY(engine.Run(t, deadline));
-  }
-  if (a.op == RedOp::kAvg) {
-    ScaleForAvg(a.recv, a.count, a.type,
-                static_cast<int>(groups.local.size() * groups.cross.size()));
   }
   return Status::Ok();
 }

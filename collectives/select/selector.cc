@@ -12,6 +12,7 @@
 
 #include "collectives/patterns/recursive_doubling.h"
 #include "collectives/patterns/tree.h"
+#include "topology/cost_model.h"
 
 namespace loom {
 
@@ -38,9 +39,10 @@ Result<Algo> ParseAlgo(const std::string& name, const char* knob) {
   if (name == "dissemination") return Algo::kDissemination;
   if (name == "direct") return Algo::kDirect;
   if (name == "hierarchical" || name == "hier") return Algo::kHierarchical;
+  if (name == "slots") return Algo::kSlots;
   return InvalidArgument(std::string(knob) + ": unknown algorithm '" + name +
                          "' (known: Ring, Tree, RecursiveDoubling/RD, Direct, Hierarchical/Hier, "
-                         "Pairwise, Dissemination)");
+                         "Slots, Pairwise, Dissemination)");
 }
 
 std::vector<std::string> Split(const std::string& s, char sep) {
@@ -255,13 +257,13 @@ Algo TuneTable::Lookup(OpKind kind, size_t bytes) const {
 }
 
 std::span<const Algo> CandidateAlgos(OpKind kind) {
-  static constexpr Algo kAllReduce[] = {Algo::kRing, Algo::kRecursiveDoubling, Algo::kTree,
-                                        Algo::kDirect, Algo::kHierarchical};
-  static constexpr Algo kBroadcast[] = {Algo::kRing, Algo::kTree, Algo::kDirect};
-  static constexpr Algo kReduce[] = {Algo::kTree};
-  static constexpr Algo kBlocks[] = {Algo::kRing, Algo::kDirect};
+  static constexpr Algo kAllReduce[] = {Algo::kRing,   Algo::kRecursiveDoubling, Algo::kTree,
+                                        Algo::kDirect, Algo::kHierarchical,      Algo::kSlots};
+  static constexpr Algo kBroadcast[] = {Algo::kRing, Algo::kTree, Algo::kDirect, Algo::kSlots};
+  static constexpr Algo kReduce[] = {Algo::kTree, Algo::kSlots};
+  static constexpr Algo kBlocks[] = {Algo::kRing, Algo::kDirect, Algo::kSlots};
   static constexpr Algo kAllToAll[] = {Algo::kPairwise};
-  static constexpr Algo kBarrier[] = {Algo::kDissemination};
+  static constexpr Algo kBarrier[] = {Algo::kDissemination, Algo::kSlots};
   static constexpr Algo kPointToPoint[] = {Algo::kDirect};
   switch (kind) {
     case OpKind::kAllReduce:
@@ -286,13 +288,14 @@ std::span<const Algo> CandidateAlgos(OpKind kind) {
 
 CostModel::CostModel() : hier_unavailable_("one rank") {}
 
-CostModel::CostModel(const topology::JobTopology& job, double reduce_gbs)
+CostModel::CostModel(const topology::JobTopology& job, double reduce_gbs, bool small_slots)
     : n_(job.nranks),
       hosts_(job.hosts()),
       per_host_(job.ranks_per_host()),
       intra_(job.intra),
       inter_(job.inter),
-      reduce_gbs_(reduce_gbs) {
+      reduce_gbs_(reduce_gbs),
+      small_slots_(small_slots && job.hosts() == 1) {
   const int n = n_;
   // Ring in rank order: every rank sends to the next at every step.
   std::vector<std::pair<int, int>> sends;
@@ -368,6 +371,23 @@ double CostModel::PredictUs(OpKind kind, Algo algo, size_t bytes) const {
   // That is what tells recursive doubling (every round reduces the whole
   // buffer) from the ring (each step a block) once latency stops mattering.
   auto reduce_us = [&](double bytes) { return reduce_gbs_ > 0 ? bytes / (reduce_gbs_ * 1e3) : 0.0; };
+  if (algo == Algo::kSlots) {
+    if (!small_slots_ || !FitsSmallSlots(kind, bytes, n)) return kInf;
+    // One cache line pair handed over per peer where a FIFO message hands
+    // over a header and its payload: half a message's latency. The slots
+    // are read in place, at memcpy's rate rather than the FIFO's.
+    const double read_gbs_slots = intra_.bandwidth_gbs / topology::kFifoShareOfMemcpy;
+    double read = 0, reduced = 0;  // bytes this rank reads from peers' slots, and reduces
+    switch (kind) {
+      case OpKind::kBroadcast: read = s; break;
+      case OpKind::kAllGather: read = (n - 1) * s; break;
+      case OpKind::kAllReduce:
+      case OpKind::kReduce:
+      case OpKind::kReduceScatter: read = reduced = (n - 1) * s; break;
+      default: break;
+    }
+    return 0.5 * intra_.latency_us + read / (read_gbs_slots * 1e3) + reduce_us(reduced);
+  }
   switch (kind) {
     case OpKind::kAllReduce:
       switch (algo) {
@@ -464,6 +484,12 @@ Choice SelectAlgo(OpKind kind, size_t bytes, const CostModel& model, const AlgoF
       }
     }
   }
+  // Shareable buffers on every rank make Direct win whatever the model
+  // says; asked only where the exchange that finds out pays (algorithms.h).
+  best.direct_if_shared = best.source == Choice::Source::kModel && best.algo != Algo::kDirect &&
+                          SharedDirectWorthAsking(kind, bytes, model.nranks()) &&
+                          filter.Allows(kind, Algo::kDirect) &&
+                          std::isfinite(model.PredictUs(kind, Algo::kDirect, bytes));
   return best;
 }
 

@@ -70,13 +70,16 @@ class CostModel {
   CostModel();  // a job of one rank: every prediction is free
   // `reduce_gbs`: how fast this rank reduces what arrives (two inputs, one
   // output), when the reductions run on the CPU; 0 leaves that work out
-  // (reductions as fast as the links, e.g. on GPUs).
-  explicit CostModel(const topology::JobTopology& job, double reduce_gbs = 0.0);
+  // (reductions as fast as the links, e.g. on GPUs). `small_slots`: a
+  // one-host job's ranks have the small-collective slots (Algo::kSlots).
+  explicit CostModel(const topology::JobTopology& job, double reduce_gbs = 0.0,
+                     bool small_slots = false);
 
   // Predicted time of `algo` for `bytes` (see TuneTable for what bytes
   // counts); +infinity when the algorithm cannot run in this job (Direct
   // without single-copy reads on one host, Hierarchical without several
-  // hosts of several ranks each, an algorithm the collective lacks).
+  // hosts of several ranks each, Slots without the slots or for more than
+  // they hold, an algorithm the collective lacks).
   double PredictUs(OpKind kind, Algo algo, size_t bytes) const;
   int nranks() const { return n_; }
   int hosts() const { return hosts_; }
@@ -92,6 +95,7 @@ class CostModel {
   std::vector<LinkModel> rd_rounds_;    // recursive doubling, fold rounds included
   size_t rd_reducing_rounds_ = 0;       // of them, those that reduce (not the fold-out)
   double reduce_gbs_ = 0.0;             // 0: reductions not modelled
+  bool small_slots_ = false;
   std::vector<LinkModel> tree_levels_;  // binomial tree rooted at 0, one per level
   std::string hier_unavailable_;
 };
@@ -109,11 +113,15 @@ struct Choice {
   Source source = Source::kModel;
   TuneIgnored tune_ignored = TuneIgnored::kNo;
   Algo tuned = Algo::kAuto;  // what LOOM_TUNE named, if anything
+  // Ask first whether every rank's buffers are shareable, and run Direct if
+  // so (RunDirectIfAllShared); else `algo`.
+  bool direct_if_shared = false;
 };
 
 // The algorithms implemented for a collective, in preference order.
 std::span<const Algo> CandidateAlgos(OpKind kind);
-// Picks the algorithm for one call (precedence in the file comment). Pure.
+// Picks the algorithm for one call (precedence in the file comment): the
+// only place that does, for the communicator and `loom topo` alike. Pure.
 Choice SelectAlgo(OpKind kind, size_t bytes, const CostModel& model, const AlgoFilter& filter,
                   const TuneTable& tune);
 // "Ring 120.0 us, RecursiveDoubling 21.0 us, Tree inf": every candidate's

@@ -270,6 +270,73 @@ TEST(SelectAlgo, TuneWinsOverTheModelButNotOverNcclAlgo) {
   EXPECT_NE(c.algo, Algo::kDirect);
 }
 
+CostModel OneHostWithSlots(int n, LinkModel link) {
+  return CostModel(JobTopology::Uniform(1, n, link, link), /*reduce_gbs=*/20.0,
+                   /*small_slots=*/true);
+}
+
+TEST(SelectAlgo, SlotsWhereverTheyFitOnOneHost) {
+  const AlgoFilter none;
+  const TuneTable no_tune;
+  const LinkModel slow_fifo{1.0, 1.0, 0.0};
+  const OpKind kinds[] = {OpKind::kAllReduce, OpKind::kReduce, OpKind::kBroadcast,
+                          OpKind::kAllGather, OpKind::kReduceScatter, OpKind::kBarrier};
+  for (const LinkModel& link : {kShm, slow_fifo}) {
+    for (int n : {2, 3, 4, 8}) {
+      const CostModel slots = OneHostWithSlots(n, link);
+      for (OpKind kind : kinds) {
+        for (size_t bytes : {size_t{0}, size_t{8}, size_t{100}, kSmallSlotBytes / 8}) {
+          EXPECT_EQ(SelectAlgo(kind, bytes, slots, none, no_tune).algo, Algo::kSlots)
+              << OpKindName(kind) << " " << bytes << " B on " << n << " ranks";
+        }
+      }
+      // Larger than a slot holds: never.
+      EXPECT_NE(SelectAlgo(OpKind::kAllReduce, kSmallSlotBytes + 4, slots, none, no_tune).algo,
+                Algo::kSlots);
+      EXPECT_NE(SelectAlgo(OpKind::kReduceScatter, kSmallSlotBytes / n + 64, slots, none, no_tune)
+                    .algo,
+                Algo::kSlots);
+    }
+  }
+  // Without the slots (turned off, or several hosts): never.
+  EXPECT_NE(SelectAlgo(OpKind::kAllReduce, 8, OneHost(2, kShm), none, no_tune).algo, Algo::kSlots);
+  const CostModel two_hosts(JobTopology::Uniform(2, 2, kShm, kTcp), 20.0, true);
+  EXPECT_TRUE(std::isinf(two_hosts.PredictUs(OpKind::kAllReduce, Algo::kSlots, 8)));
+  // NCCL_ALGO and LOOM_TUNE treat them as any other algorithm.
+  const CostModel slots = OneHostWithSlots(2, kShm);
+  EXPECT_EQ(SelectAlgo(OpKind::kAllReduce, 8, slots, AlgoFilter::Parse("ring").value(), no_tune)
+                .algo,
+            Algo::kRing);
+  EXPECT_EQ(SelectAlgo(OpKind::kAllReduce, 8, slots, AlgoFilter::Parse("^tree").value(), no_tune)
+                .algo,
+            Algo::kSlots);
+  const Choice tuned =
+      SelectAlgo(OpKind::kAllReduce, 8, slots, none, TuneTable::Parse("allreduce:*=rd").value());
+  EXPECT_EQ(tuned.algo, Algo::kRecursiveDoubling);
+  EXPECT_EQ(tuned.source, Choice::Source::kTune);
+  const Choice too_big = SelectAlgo(OpKind::kAllReduce, 1 << 20, slots, none,
+                                    TuneTable::Parse("allreduce:*=slots").value());
+  EXPECT_EQ(too_big.tune_ignored, Choice::TuneIgnored::kUnusable);
+}
+
+TEST(SelectAlgo, AsksForShareableBuffersOnlyWhereTheExchangePays) {
+  const AlgoFilter none;
+  const TuneTable no_tune;
+  const CostModel reads = OneHost(2, LinkModel{1.0, 6.0, 4.0});  // reads below the FIFOs
+  const Choice big = SelectAlgo(OpKind::kAllReduce, 64u << 20, reads, none, no_tune);
+  EXPECT_NE(big.algo, Algo::kDirect);
+  EXPECT_TRUE(big.direct_if_shared);
+  EXPECT_FALSE(SelectAlgo(OpKind::kAllReduce, 1u << 20, reads, none, no_tune).direct_if_shared);
+  EXPECT_FALSE(SelectAlgo(OpKind::kAllReduce, 64u << 20, OneHost(2, kShm), none, no_tune)
+                   .direct_if_shared);  // no single-copy reads
+  EXPECT_FALSE(SelectAlgo(OpKind::kAllReduce, 64u << 20, OneHost(4, LinkModel{1.0, 6.0, 4.0}), none,
+                          no_tune)
+                   .direct_if_shared);  // more than two ranks never ask
+  EXPECT_FALSE(SelectAlgo(OpKind::kAllReduce, 64u << 20, reads, AlgoFilter::Parse("ring").value(),
+                          no_tune)
+                   .direct_if_shared);
+}
+
 TEST(SelectionSummary, MergesSizesIntoRanges) {
   const CostModel job(JobTopology::Uniform(2, 2, kShm, kTcp));
   const std::string s = SelectionSummary(OpKind::kAllReduce, job, AlgoFilter(), TuneTable());

@@ -73,6 +73,17 @@ CostModel ModelOf(const JobSpec& job) {
                                                   job.links.inter));
 }
 
+// The algorithms whose estimates the tables show. Not the small-collective
+// slots: they live in a running job's shared memory, which a topology does
+// not show (the model leaves them out, so they are never chosen here).
+std::vector<Algo> ModeledAlgos() {
+  std::vector<Algo> out;
+  for (Algo a : CandidateAlgos(OpKind::kAllReduce)) {
+    if (a != Algo::kSlots) out.push_back(a);
+  }
+  return out;
+}
+
 // "ring", or "ring (tune)" when LOOM_TUNE named it, "ring (fallback)" when
 // NCCL_ALGO allowed nothing that runs in this job.
 std::string ChoiceLabel(const Choice& c) {
@@ -197,7 +208,7 @@ std::string RenderText(const Topology& t, const std::string& source, const JobSp
       job.hosts, job.ranks_per_host, l.intra.bandwidth_gbs, l.intra.latency_us,
       l.inter.bandwidth_gbs, l.inter.latency_us, KnobsNote(job).c_str());
   const CostModel model = ModelOf(job);
-  const auto algos = CandidateAlgos(OpKind::kAllReduce);
+  const std::vector<Algo> algos = ModeledAlgos();
   std::vector<Choice> choices;
   size_t choice_width = 13;
   for (size_t s : kSizes) {
@@ -301,7 +312,7 @@ json::Value RenderJson(const Topology& t, const JobSpec& job) {
     row.emplace_back("bytes", static_cast<double>(s));
     row.emplace_back("algo", ShortAlgoName(c.algo));
     row.emplace_back("source", SourceName(c.source));
-    for (Algo a : CandidateAlgos(OpKind::kAllReduce)) {
+    for (Algo a : ModeledAlgos()) {
       const double us = model.PredictUs(OpKind::kAllReduce, a, s);
       row.emplace_back(ShortAlgoName(a) + "_us", std::isinf(us) ? json::Value() : Round3(us));
     }
