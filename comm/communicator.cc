@@ -4,7 +4,6 @@
 
 #include "base/coarse_clock.h"
 #include "base/log.h"
-#include "base/recycling_allocator.h"
 #include "comm/group.h"
 #include "comm/launch_env.h"
 #include "comm/unique_id.h"
@@ -19,8 +18,9 @@ Status Work::Wait(Deadline deadline) const {
   if (st.done.load(std::memory_order_acquire) != 0) return st.status;
   // Running an op here can take up to the op's own timeout: only a caller
   // prepared to wait that long helps; an earlier deadline just sleeps.
-  Communicator::Impl* owner = st.owner;
-  if (owner != nullptr && (deadline.never() || deadline.at() >= Deadline::After(owner->timeout).at())) {
+  OpQueue* owner = st.owner;
+  if (owner != nullptr &&
+      (deadline.never() || deadline.at() >= Deadline::After(owner->op_timeout()).at())) {
     owner->HelpUntil(state_.get());
   }
   st.sleepers.fetch_add(1, std::memory_order_seq_cst);
@@ -68,13 +68,8 @@ Status Work::OnComplete(std::function<void(const Status&)> callback) const {
 }
 
 namespace {
-// Every non-blocking call makes one; the allocator keeps freed ones for reuse.
-std::shared_ptr<Work::State> NewState() {
-  return std::allocate_shared<Work::State>(RecyclingAllocator<Work::State>());
-}
-
 Work DoneWork(Status s) {
-  auto st = NewState();
+  auto st = OpQueue::NewOp();
   st->Complete(std::move(s));
   return Work(std::move(st));
 }
@@ -83,17 +78,11 @@ Work DoneWork(Status s) {
 // ---------------------------------------------------------------- Impl
 
 Communicator::Impl::~Impl() {
-  {
-    std::lock_guard<std::mutex> lock(q_mu_);
-    stopping_ = true;
-  }
-  worker_cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  if (queue_) queue_->Stop();
   if (status_handle_ != 0) UnregisterStatusSource(status_handle_);
   // The store's reader thread calls back into this object: stop it first.
   store_.reset();
-  // Fail anything that never ran.
-  queue_.ForEach([](Op& op) { op->Finish(RemoteError("communicator destroyed")); });
+  queue_.reset();  // fails anything that never ran
 }
 
 Deadline Communicator::Impl::OpDeadline() const { return OpDeadline(CoarseNow()); }
@@ -114,138 +103,36 @@ Work Communicator::Impl::Issue(CollArgs args) {
     GroupAdd(this, args);
     return DoneWork(Status::Ok());
   }
-  return Submit(args);
-}
-
-Work Communicator::Impl::Submit(const CollArgs& one) {
-  Op op = NewState();
-  op->one = one;
-  return Enqueue(std::move(op));
+  Op op = OpQueue::NewOp();
+  op->one = args;
+  return queue_->Enqueue(std::move(op));
 }
 
 Work Communicator::Impl::Submit(std::vector<CollArgs> items, std::shared_ptr<StagedOp> staged) {
-  Op op = NewState();
+  Op op = OpQueue::NewOp();
   if (items.size() == 1) {
     op->one = items.front();
   } else {
     op->many = std::move(items);
   }
   op->staged = std::move(staged);
-  return Enqueue(std::move(op));
+  return queue_->Enqueue(std::move(op));
 }
 
-Work Communicator::Impl::Enqueue(Op op) {
-  op->owner = this;
-  Work work(op);  // the one reference count taken here
-  std::unique_lock<std::mutex> lock(q_mu_);
-  if (finalized_.load()) {
-    op->Finish(InvalidUsage("operation issued after Finalize"));
-    return work;
+void Communicator::Impl::RunQueued(Work::State& op) {
+  const bool device_op = op.staged != nullptr;
+  if (device_op) device_running_.store(true);
+  Status s = AsyncError();
+  if (s.ok() && device_op) s = device_.AwaitReady(*op.staged, OpDeadline(), abort_);
+  if (s.ok()) s = Execute(op.items());
+  if (device_op) device_running_.store(false);
+  if (!s.ok()) {
+    Fail(s);  // records the error, then releases the streams
+  } else if (device_op) {
+    device_.Complete(*op.staged);
+    if (release_requested_.load()) device_.ReleaseAll();  // deferred by ReleaseStreams
   }
-  queue_.push_back(std::move(op));
-  // Stored before NotifyAndUnlock reads executing_ (both sequentially
-  // consistent), as ReleaseExecution stores executing_ before it reads
-  // queued_: either this call sees the claim given up and wakes the worker,
-  // or the releasing blocking call sees this op and does.
-  queued_.store(queue_.size());
-  ++issued_;
-  NotifyAndUnlock(lock);
-  return work;
-}
-
-// Runs up to `max_ops` ops from the front of the queue on the calling thread,
-// in order, once it has the claim to execute; lock holds q_mu_ and the
-// caller has checked that an op is queued. Taking several at once keeps the
-// worker off q_mu_ while the caller keeps issuing (on a busy core every
-// contended lock costs).
-bool Communicator::Impl::RunFront(std::unique_lock<std::mutex>& lock, size_t max_ops) {
-  bool idle = false;
-  if (!executing_.compare_exchange_strong(idle, true)) return false;  // a blocking call runs
-  running_.clear();
-  while (!queue_.empty() && running_.size() < max_ops) {
-    running_.push_back(std::move(queue_.front()));
-    queue_.pop_front();
-  }
-  queued_.store(queue_.size());
-  lock.unlock();
-  for (Op& op : running_) {
-    const bool device_op = op->staged != nullptr;
-    if (device_op) device_running_.store(true);
-    Status s = AsyncError();
-    if (s.ok() && device_op) s = device_.AwaitReady(*op->staged, OpDeadline(), abort_);
-    if (s.ok()) s = Execute(op->items());
-    if (device_op) device_running_.store(false);
-    if (!s.ok()) {
-      Fail(s);  // records the error, then releases the streams
-    } else if (device_op) {
-      device_.Complete(*op->staged);
-      if (release_requested_.load()) device_.ReleaseAll();  // deferred by ReleaseStreams
-    }
-    op->Finish(std::move(s));
-  }
-  const size_t ran = running_.size();
-  running_.clear();
-  lock.lock();
-  executing_.store(false);
-  completed_ += ran;
-  NotifyAndUnlock(lock);
-  lock.lock();
-  return true;
-}
-
-void Communicator::Impl::NotifyAndUnlock(std::unique_lock<std::mutex>& lock) {
-  const bool idle = !executing_.load();
-  // Once: a worker told to wake is not told again until it sleeps again
-  // (while the caller keeps the core, every call of a batch issued without
-  // waiting found it still asleep: 130 instructions a call).
-  const bool wake_worker = worker_asleep_ && !queue_.empty() && idle;
-  if (wake_worker) worker_asleep_ = false;
-  const bool drained = drain_waiters_.load() > 0 && completed_ == issued_ && idle;
-  lock.unlock();
-  if (wake_worker) worker_cv_.notify_one();
-  if (drained) drained_cv_.notify_all();
-}
-
-void Communicator::Impl::ReleaseExecution() {
-  executing_.store(false);
-  if (queued_.load() == 0 && drain_waiters_.load() == 0) return;
-  // Taking q_mu_ orders this after a waiter's check of its condition: it
-  // is either asleep (and notified) or has not yet looked.
-  std::unique_lock<std::mutex> lock(q_mu_);
-  NotifyAndUnlock(lock);
-}
-
-void Communicator::Impl::WorkerLoop() {
-  for (;;) {
-    // No polling here: a waiting caller runs queued ops itself (HelpUntil),
-    // and a spinning worker would take the core that caller needs.
-    std::unique_lock<std::mutex> lock(q_mu_);
-    while (!(stopping_ && queue_.empty()) && (queue_.empty() || executing_.load())) {
-      worker_asleep_ = true;
-      worker_cv_.wait(lock);
-      worker_asleep_ = false;
-    }
-    if (queue_.empty()) return;
-    RunFront(lock, kWorkerBatch);  // false: a blocking call took the claim first, and wakes us
-  }
-}
-
-// A thread waiting for `target` runs queued ops itself (in order, one
-// executor at a time) instead of sleeping until the worker wakes up: the
-// wake-ups at both ends of a batch of non-blocking calls disappear.
-void Communicator::Impl::HelpUntil(const Work::State* target) {
-  std::unique_lock<std::mutex> lock(q_mu_);
-  for (;;) {
-    if (target->done.load(std::memory_order_acquire) != 0) return;
-    if (queue_.empty()) return;  // someone else runs it: sleep on the Work
-    // The ops up to the target, no further (the caller wants to go on), at
-    // most a worker's batch per claim: one claim and one trip through q_mu_
-    // for a batch, not for every op. Another executor: sleep on the Work.
-    const size_t limit = std::min(queue_.size(), kWorkerBatch);
-    size_t upto = 0;
-    while (upto < limit && queue_.at(upto).get() != target) ++upto;
-    if (!RunFront(lock, upto < limit ? upto + 1 : limit)) return;
-  }
+  op.Finish(std::move(s));
 }
 
 Status Communicator::Impl::IssueBlocking(const CollArgs& args) {
@@ -263,26 +150,22 @@ Status Communicator::Impl::IssueBlocking(const CollArgs& args) {
 
 Status Communicator::Impl::RunBlocking(std::span<const CollArgs> items) {
   // Nothing queued or running: run on the caller's thread, saving two
-  // thread hand-offs (most of a small message's latency). The claim is a
-  // compare-exchange, not q_mu_: two lock round trips are a visible share
-  // of an 8 B all-reduce. An op queued before this call
-  // by this thread is seen in queued_ (or holds the claim, running).
-  bool idle = false;
-  if (!executing_.compare_exchange_strong(idle, true)) return SubmitAndWait(items);
-  if (queued_.load() != 0 || finalized_.load()) {
-    ReleaseExecution();
-    return SubmitAndWait(items);  // after the queued ops, or refused after Finalize
+  // thread hand-offs (most of a small message's latency).
+  if (!queue_->ClaimIfIdle()) {
+    // After the queued ops, or refused after Finalize.
+    Op op = OpQueue::NewOp();
+    if (items.size() == 1) {
+      op->one = items.front();
+    } else {
+      op->many.assign(items.begin(), items.end());
+    }
+    return queue_->Enqueue(std::move(op)).Wait();
   }
   Status s = AsyncError();
   if (s.ok()) s = Execute(items);
   if (!s.ok()) Fail(s);
-  ReleaseExecution();
+  queue_->Release();
   return s;
-}
-
-Status Communicator::Impl::SubmitAndWait(std::span<const CollArgs> items) {
-  if (items.size() == 1) return Submit(items.front()).Wait();
-  return Submit(std::vector<CollArgs>(items.begin(), items.end())).Wait();
 }
 
 Status Communicator::Impl::IssueOnStream(const CollArgs& args, GpuStream stream) {
@@ -390,17 +273,11 @@ Status Communicator::Impl::AsyncError() const {
 }
 
 Status Communicator::Impl::Drain(Deadline deadline) {
-  std::unique_lock<std::mutex> lock(q_mu_);
-  // Counted before executing_ is read (ReleaseExecution pairs with it).
-  ++drain_waiters_;
-  const bool drained = drained_cv_.wait_until(
-      lock, deadline.at(), [&] { return completed_ == issued_ && !executing_.load(); });
-  --drain_waiters_;
-  if (!drained) {
-    const uint64_t queued = issued_ - completed_;
+  uint64_t pending = 0;
+  if (!queue_->Drain(deadline, &pending)) {
     return TimeoutError("rank " + std::to_string(rank) + ": " +
-                        (queued > 0 ? std::to_string(queued) + " operation(s) still pending"
-                                    : std::string("an operation still running")) +
+                        (pending > 0 ? std::to_string(pending) + " operation(s) still pending"
+                                     : std::string("an operation still running")) +
                         " at the deadline");
   }
   return AsyncError();
@@ -408,11 +285,7 @@ Status Communicator::Impl::Drain(Deadline deadline) {
 
 Status Communicator::Impl::Finalize() {
   Status s = Drain(OpDeadline());
-  {
-    std::lock_guard<std::mutex> lock(q_mu_);
-    if (finalized_.load()) return s;
-    finalized_.store(true);
-  }
+  if (!queue_->Close()) return s;
   // Not a collective (NCCL's destroy is not either: one thread may destroy
   // the communicators of ncclCommInitAll one after the other). Peers still
   // read our last bytes after we leave: shm FIFOs stay mapped on their side,

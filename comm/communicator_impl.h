@@ -20,12 +20,11 @@
 #include "collectives/algos/algorithms.h"
 #include "collectives/algos/hierarchical.h"
 #include "collectives/select/selector.h"
-#include "base/futex.h"
-#include "base/ring_queue.h"
 #include "comm/bootstrap/store_client.h"
 #include "comm/device_ipc.h"
 #include "comm/device_net.h"
 #include "comm/device_path.h"
+#include "comm/op_queue.h"
 #include "comm/status_port.h"
 #include "comm/stream_chooser.h"
 #include "loom/loom.hpp"
@@ -35,74 +34,11 @@
 
 namespace loom {
 
-struct Work::State {
-  // 0 until the operation completed, then 1, stored after status (which
-  // never changes again) with release order: a reader that sees 1 reads
-  // status without a lock. Waiters sleep on it (a futex word); Complete
-  // wakes them only when `sleepers` says there are any, so a completion
-  // nobody sleeps on costs two atomic operations.
-  std::atomic<uint32_t> done{0};
-  std::atomic<uint32_t> sleepers{0};
-  Status status;
-  // The communicator that runs this op, so a waiter can run queued ops
-  // itself (HelpUntil); null for an op completed at issue. Set before the
-  // State is shared and never changed: a waiter reads it only while the op
-  // is pending, when the communicator is alive (contract).
-  Communicator::Impl* owner = nullptr;
-  // What the op runs: a single collective (no allocation) or a group's
-  // batch, and its device items staged on user streams (else null). Kept
-  // here, not in a queue entry of its own, so that issuing moves a pointer
-  // and not the arguments (twice), and a call allocates once. Only the
-  // thread that queues it and then the one that runs it touch these;
-  // Finish drops them before the op completes.
-  CollArgs one;
-  std::vector<CollArgs> many;
-  std::shared_ptr<StagedOp> staged;
-  std::span<const CollArgs> items() const {
-    return many.empty() ? std::span<const CollArgs>(&one, 1) : std::span<const CollArgs>(many);
-  }
-
-  // Releases what the op ran (a user may keep the Work long after), then
-  // completes it.
-  void Finish(Status s) {
-    if (!many.empty()) std::vector<CollArgs>().swap(many);
-    staged.reset();
-    Complete(std::move(s));
-  }
-
-  void Complete(Status s) {
-    status = std::move(s);
-    // Sequentially consistent, as the waiter's sleepers increment and its
-    // re-check of done: either it sees 1, or this sees it sleeping.
-    done.store(1, std::memory_order_seq_cst);
-    if (sleepers.load(std::memory_order_seq_cst) != 0) {
-      Futex(&done, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr);
-    }
-    // The same pairing with OnComplete's store of has_callbacks and its
-    // re-check of done: a callback added meanwhile is run by one of the two.
-    if (has_callbacks.load(std::memory_order_seq_cst) != 0) RunCallbacks();
-  }
-
-  // Work::OnComplete. Callbacks wait here until the op completes; whoever
-  // takes them out under callbacks_mu runs them, so each runs once.
-  std::atomic<uint32_t> has_callbacks{0};
-  std::mutex callbacks_mu;
-  std::vector<std::function<void(const Status&)>> callbacks;
-  void RunCallbacks() {
-    std::vector<std::function<void(const Status&)>> ready;
-    {
-      std::lock_guard<std::mutex> lock(callbacks_mu);
-      ready.swap(callbacks);
-    }
-    for (auto& callback : ready) callback(status);
-  }
-};
-
 class Communicator::Impl {
  public:
   // One issued operation (a single collective, or a group's batch): its
   // completion state, which holds what it runs.
-  using Op = std::shared_ptr<Work::State>;
+  using Op = OpQueue::Op;
 
   Impl() = default;
   ~Impl();
@@ -112,26 +48,19 @@ class Communicator::Impl {
                                               uint64_t secret, int rank, int size,
                                               const CommConfig& config);
 
-  Work Issue(CollArgs args);            // validates, then queues (or adds to the open group)
-  // Validates, then runs on the calling thread when nothing is queued or
-  // running (else queues and waits): the blocking forms.
+  // Every public operation enters here: validated, then recorded by an open
+  // group, or run (blocking forms: on the calling thread when the queue is
+  // idle, else queued and waited for), or queued (non-blocking forms).
+  // The stream forms of device buffers are staged on `stream` and queued,
+  // returning once enqueued (device_path.h).
+  Work Issue(CollArgs args);
   Status IssueBlocking(const CollArgs& args);
-  // Runs validated host `items` (one op, or a group's batch) on the calling
-  // thread when nothing is queued or running, else queues them and waits.
-  Status RunBlocking(std::span<const CollArgs> items);
-  // Queue one collective, or a batch, now.
-  Work Submit(const CollArgs& one);
-  Work Submit(std::vector<CollArgs> items, std::shared_ptr<StagedOp> staged = nullptr);
-  // The stream forms: host buffers go to IssueBlocking; device buffers are
-  // staged on `stream` and queued, returning once enqueued (device_path.h).
   Status IssueOnStream(const CollArgs& args, GpuStream stream);
-  // Queues a batch (a group's, or one stream-form call); items placed on the
-  // device are first staged on their streams (device_path.h).
+  // A group's batch at GroupEnd (group.cc): host items run as a blocking
+  // call; items placed on the device are first staged on their streams.
+  Status RunBlocking(std::span<const CollArgs> items);
   Work SubmitGroup(std::vector<CollArgs> items, const std::vector<Placement>& where);
   Status Drain(Deadline deadline);      // waits until every issued op completed
-  // Runs queued ops on this thread until `target` is done or another thread
-  // is executing (then the caller sleeps on the Work as usual).
-  void HelpUntil(const Work::State* target);
   Status Finalize();
   // Communicator::RegisterBuffer / DeregisterBuffer.
   Result<uint64_t> RegisterBuffer(const void* buf, size_t bytes);
@@ -151,12 +80,6 @@ class Communicator::Impl {
   friend class Communicator;
   struct Setup;  // Create's named steps (setup.cc)
   Status Validate(const CollArgs& a) const;
-  void WorkerLoop();
-  // false when another thread holds the claim to execute (it wakes the
-  // worker once done).
-  bool RunFront(std::unique_lock<std::mutex>& lock, size_t max_ops);
-  static constexpr size_t kWorkerBatch = 32;  // ops the worker takes per visit to the queue
-  static constexpr size_t kQueueSlots = 256;  // ops queued before the queue grows (setup.cc)
   Status Execute(std::span<const CollArgs> items);
   Status RunOne(const CollArgs& a, Deadline deadline);
   struct CachedChoice {
@@ -212,36 +135,11 @@ class Communicator::Impl {
   mutable std::mutex err_mu_;
   Status async_error_;
 
-  std::mutex q_mu_;
-  // The worker sleeps on worker_cv_ until an op is queued and none runs;
-  // Drain sleeps on drained_cv_. Each is notified only when its waiter has
-  // something to do: a notify per operation would wake the worker (a
-  // context switch on the caller's core) after every blocking call.
-  std::condition_variable worker_cv_;
-  std::condition_variable drained_cv_;
-  std::atomic<int> drain_waiters_{0};  // changed under q_mu_, read by ReleaseExecution
-  RingQueue<Op> queue_;
-  std::atomic<size_t> queued_{0};  // queue_.size(): changed under q_mu_, read by blocking calls
-  std::vector<Op> running_;  // RunFront's batch (only the executing thread touches it)
-  uint64_t issued_ = 0, completed_ = 0;  // queued ops (blocking calls run inline are not counted)
-  bool stopping_ = false;
-  // Under q_mu_: the worker sleeps on worker_cv_ and nobody has woken it
-  // since (NotifyAndUnlock clears it as it wakes the worker).
-  bool worker_asleep_ = false;
-  // The claim to execute: one op runs at a time, on the worker, a helping
-  // waiter or a blocking caller. Taken by compare-exchange: the worker and
-  // helpers under q_mu_, a blocking call without it (RunBlocking).
-  std::atomic<bool> executing_{false};
-  std::atomic<bool> finalized_{false};  // set under q_mu_
-  std::thread worker_;
-  // After queue_, executing_ or completed_ changed (q_mu_ held by `lock`):
-  // releases the lock and wakes whoever can act now.
-  void NotifyAndUnlock(std::unique_lock<std::mutex>& lock);
-  // Gives up the claim a blocking call took without q_mu_, then wakes the
-  // worker or a Drain if an op was queued or a Drain began meanwhile.
-  void ReleaseExecution();
-  Status SubmitAndWait(std::span<const CollArgs> items);
-  Work Enqueue(Op op);
+  // The operation queue (op_queue.h), from the end of setup; it runs each
+  // queued op with RunQueued.
+  std::unique_ptr<OpQueue> queue_;
+  void RunQueued(Work::State& op);
+  Work Submit(std::vector<CollArgs> items, std::shared_ptr<StagedOp> staged = nullptr);
 };
 
 }  // namespace loom

@@ -670,13 +670,9 @@ Status Communicator::Impl::Setup::Start() {
   });
   // Everyone connected before anyone sends.
   LOOM_TRY(impl->store_->Barrier("connected", deadline));
-  // The queue and the executor's batch get their room now, so the first
-  // burst of non-blocking calls deeper than any before first-touches no
-  // pages (a page fault costs several small operations' time).
-  impl->queue_.Reserve(kQueueSlots);
-  impl->running_.resize(kWorkerBatch);  // constructed, so its pages are touched too
-  impl->running_.clear();
-  impl->worker_ = std::thread([self] { self->WorkerLoop(); });
+  impl->queue_ = std::make_unique<OpQueue>([self](Work::State& op) { self->RunQueued(op); },
+                                            impl->timeout);
+  impl->queue_->Start();
   StatusSource source;
   source.id = Hex(impl->secret_);
   source.rank = impl->rank;
