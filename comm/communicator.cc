@@ -1,5 +1,6 @@
-// Communicator: the ordered operation queue, the worker thread, errors that
-// stick, and the public methods (execute.cc validates and runs each operation).
+// Communicator: issuing operations into the queue (op_queue.h) or on the
+// caller's thread, errors that stick, and the public methods; the
+// dispatcher (dispatch.h) validates and runs each operation.
 #include "comm/communicator_impl.h"
 
 #include "base/coarse_clock.h"
@@ -94,7 +95,7 @@ Deadline Communicator::Impl::OpDeadline(std::chrono::steady_clock::time_point no
 }
 
 Work Communicator::Impl::Issue(CollArgs args) {
-  Status v = Validate(args);
+  Status v = dispatch_.Validate(args);
   if (!v.ok()) {
     LOOM_WARN(log::kColl, "rank %d: %s", rank, v.message().c_str());
     return DoneWork(v);
@@ -124,7 +125,7 @@ void Communicator::Impl::RunQueued(Work::State& op) {
   if (device_op) device_running_.store(true);
   Status s = AsyncError();
   if (s.ok() && device_op) s = device_.AwaitReady(*op.staged, OpDeadline(), abort_);
-  if (s.ok()) s = Execute(op.items());
+  if (s.ok()) s = dispatch_.Execute(op.items());
   if (device_op) device_running_.store(false);
   if (!s.ok()) {
     Fail(s);  // records the error, then releases the streams
@@ -136,7 +137,7 @@ void Communicator::Impl::RunQueued(Work::State& op) {
 }
 
 Status Communicator::Impl::IssueBlocking(const CollArgs& args) {
-  Status v = Validate(args);
+  Status v = dispatch_.Validate(args);
   if (!v.ok()) {
     LOOM_WARN(log::kColl, "rank %d: %s", rank, v.message().c_str());
     return v;
@@ -162,14 +163,14 @@ Status Communicator::Impl::RunBlocking(std::span<const CollArgs> items) {
     return queue_->Enqueue(std::move(op)).Wait();
   }
   Status s = AsyncError();
-  if (s.ok()) s = Execute(items);
+  if (s.ok()) s = dispatch_.Execute(items);
   if (!s.ok()) Fail(s);
   queue_->Release();
   return s;
 }
 
 Status Communicator::Impl::IssueOnStream(const CollArgs& args, GpuStream stream) {
-  Status v = Validate(args);
+  Status v = dispatch_.Validate(args);
   Result<cuda::MemSpace> space = cuda::MemSpace::kHost;
   bool managed = false;
   if (v.ok()) space = device_.Classify(args, rank, &managed);

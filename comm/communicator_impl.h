@@ -3,30 +3,23 @@
 // operations in order.
 #pragma once
 
-#include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "collectives/algos/algorithms.h"
-#include "collectives/algos/hierarchical.h"
-#include "collectives/select/selector.h"
 #include "comm/bootstrap/store_client.h"
 #include "comm/device_ipc.h"
 #include "comm/device_net.h"
 #include "comm/device_path.h"
+#include "comm/dispatch.h"
 #include "comm/op_queue.h"
 #include "comm/status_port.h"
-#include "comm/stream_chooser.h"
 #include "loom/loom.hpp"
 #include "transports/engine.h"
 #include "transports/shm/context.h"
@@ -79,16 +72,6 @@ class Communicator::Impl {
  private:
   friend class Communicator;
   struct Setup;  // Create's named steps (setup.cc)
-  Status Validate(const CollArgs& a) const;
-  Status Execute(std::span<const CollArgs> items);
-  Status RunOne(const CollArgs& a, Deadline deadline);
-  struct CachedChoice {
-    bool valid = false;
-    OpKind kind = OpKind::kInternal;
-    size_t bytes = 0;
-    Choice choice;
-  };
-  const Choice& Choose(OpKind kind, size_t bytes);
   Deadline OpDeadline() const;
   Deadline OpDeadline(std::chrono::steady_clock::time_point now) const;
   void Fail(const Status& s);
@@ -96,36 +79,19 @@ class Communicator::Impl {
   // operation on device buffers executes, as soon as it returns.
   void ReleaseStreams();
 
-  OpTracker tracker_;
   uint64_t status_handle_ = 0;  // RegisterStatusSource; 0 = not registered
   std::unique_ptr<bootstrap::StoreClient> store_;
   std::unique_ptr<ShmContext> shm_;
   std::unique_ptr<TcpContext> tcp_;
-  // Before engine_, so destroyed after it: a failed op abandons transfers
-  // that a transport (UCX) may still read or write until the engine closes.
-  Scratch scratch_;
-  Scratch premul_scratch_;  // a PreMulSum's scaled input (RunOne)
+  // Validates and runs operations (dispatch.h). Before engine_, so
+  // destroyed after it: its scratch memory may hold transfers that a failed
+  // op abandoned and a transport (UCX) still touches until the engine closes.
+  Dispatcher dispatch_;
   DevicePath device_;  // before engine_ too: abandoned transfers may use its pinned blocks
   DeviceIpc ipc_;      // device buffers read in place through CUDA IPC (when enabled)
   DeviceNet net_;      // data-moving collectives between hosts over GPUDirect RDMA (when enabled)
   std::unique_ptr<Engine> engine_;
-  AlgoFilter algo_filter_;
-  uint32_t algo_warned_ = 0;  // bit per OpKind: NCCL_ALGO fallback already logged
-  TuneTable tune_;              // LOOM_TUNE
-  uint32_t tune_warned_ = 0;    // bit per OpKind: an ignored LOOM_TUNE entry already logged
-  CostModel cost_;              // from the job-wide topology; the same on every rank
-  static constexpr int kChoiceCacheBits = 6;
-  std::array<CachedChoice, size_t{1} << kChoiceCacheBits> choices_;  // see Choose
-  std::optional<HierGroups> hier_;  // this rank's groups, when hosts have equal rank counts
   uint64_t secret_ = 0;
-  bool single_copy_ = false;  // every same-host peer's memory is directly readable
-  // Whether sends into the shared-memory FIFOs stream, chosen per call from
-  // the times of this rank's collectives (stream_chooser.h); null when
-  // LOOM_SHM_STREAM forces a way or the rank has no shared-memory peer.
-  std::unique_ptr<StreamChooser> stream_chooser_;
-  std::vector<ShmConnection*> shm_conns_;  // owned by engine_
-  bool streaming_ = false;                 // the way shm_conns_ send now
-  void SetStreaming(bool on);
   std::string bind_address_;  // local address of the chosen interface (for Split's stores)
   int split_count_ = 0;
 

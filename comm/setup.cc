@@ -345,8 +345,8 @@ Status Communicator::Impl::Setup::JoinStore() {
   // A bad setting fails here, at once and naming the variable, not as a
   // hang or a timeout later.
   LOOM_TRY(params::CheckAll().WithContext(who));
-  LOOM_ASSIGN_OR_RETURN(impl->algo_filter_, AlgoFilter::Parse(params::kAlgo.Get()));
-  LOOM_ASSIGN_OR_RETURN(impl->tune_, TuneTable::Parse(params::kTune.Get()));
+  LOOM_ASSIGN_OR_RETURN(impl->dispatch_.selection.filter, AlgoFilter::Parse(params::kAlgo.Get()));
+  LOOM_ASSIGN_OR_RETURN(impl->dispatch_.selection.tune, TuneTable::Parse(params::kTune.Get()));
   bootstrap::StoreClient::Identity me{impl->rank, impl->size, impl->host, getpid()};
   LOOM_ASSIGN_OR_RETURN(impl->store_, bootstrap::StoreClient::Connect(store_host, store_port,
                                                                       impl->secret_, me, deadline));
@@ -517,14 +517,14 @@ Status Communicator::Impl::Setup::ConnectSharedMemory() {
                         EnableSingleCopy(*impl->store_, impl->rank, shm_peers, read_probes, pids,
                                          SameHostShmRing(impl->rank, host_ids, transports), conns,
                                          deadline, &stream_clear));
-  impl->single_copy_ = job_single_copy.gbs > 0 && !shm_peers.empty();
-  for (int p : shm_peers) impl->shm_conns_.push_back(static_cast<ShmConnection*>(conns[p].get()));
-  if (!impl->shm_conns_.empty()) {
+  for (int p : shm_peers) impl->dispatch_.fifo.conns.push_back(static_cast<ShmConnection*>(conns[p].get()));
+  if (!impl->dispatch_.fifo.conns.empty()) {
     // Setup's way (timed, or this process's earlier finding) to start
     // from; LOOM_SHM_STREAM, checked by EnableSingleCopy, forces one.
-    impl->streaming_ = impl->shm_conns_.front()->streaming_sends();
+    impl->dispatch_.fifo.streaming = impl->dispatch_.fifo.conns.front()->streaming_sends();
     if (params::kShmStream.Get().empty()) {
-      impl->stream_chooser_ = std::make_unique<StreamChooser>(impl->streaming_, stream_clear);
+      impl->dispatch_.fifo.chooser =
+          std::make_unique<StreamChooser>(impl->dispatch_.fifo.streaming, stream_clear);
     }
   }
   return Status::Ok();
@@ -611,15 +611,16 @@ Status Communicator::Impl::Setup::BuildCostModel() {
   // cache: pricing it is what lets the ring beat recursive doubling at
   // large sizes, where the latter reduces twice the bytes.
   constexpr double kHostReduceGbs = 20.0;
-  impl->cost_ = CostModel(job, kHostReduceGbs, SmallSlots());
-  if (job.ranks_per_host() > 0) impl->hier_ = MakeHierGroups(job, impl->rank);
+  Dispatcher::Selection& sel = impl->dispatch_.selection;
+  sel.cost = CostModel(job, kHostReduceGbs, SmallSlots());
+  if (job.ranks_per_host() > 0) sel.hier = MakeHierGroups(job, impl->rank);
   LOOM_INFO(log::kInit | log::kTuning, "%s: job %s", who.c_str(), job.Describe().c_str());
-  if (job.hosts() > 1 && !impl->cost_.hierarchical_unavailable().empty()) {
+  if (job.hosts() > 1 && !sel.cost.hierarchical_unavailable().empty()) {
     LOOM_INFO(log::kTuning, "%s: Hierarchical all-reduce unavailable (%s): flat algorithms only",
-              who.c_str(), impl->cost_.hierarchical_unavailable().c_str());
+              who.c_str(), sel.cost.hierarchical_unavailable().c_str());
   }
   LOOM_INFO(log::kTuning, "%s: AllReduce %s", who.c_str(),
-            SelectionSummary(OpKind::kAllReduce, impl->cost_, impl->algo_filter_, impl->tune_)
+            SelectionSummary(OpKind::kAllReduce, sel.cost, sel.filter, sel.tune)
                 .c_str());
   return Status::Ok();
 }
@@ -650,6 +651,18 @@ void Communicator::Impl::Setup::StartEngine() {
     return s.ok() ? RemoteError("communicator aborted") : s;
   };
   impl->engine_ = std::make_unique<Engine>(std::move(eo), std::move(conns));
+  Dispatcher::Parts parts;
+  parts.engine = impl->engine_.get();
+  parts.device = &impl->device_;
+  parts.ipc = &impl->ipc_;
+  parts.net = &impl->net_;
+  parts.abort = &impl->abort_;
+  parts.rank = impl->rank;
+  parts.size = impl->size;
+  parts.host = impl->host;
+  parts.cuda_device = impl->cuda_device;
+  parts.timeout = impl->timeout;
+  impl->dispatch_.Attach(std::move(parts));
 }
 
 Status Communicator::Impl::Setup::Start() {
@@ -677,7 +690,7 @@ Status Communicator::Impl::Setup::Start() {
   source.id = Hex(impl->secret_);
   source.rank = impl->rank;
   source.size = impl->size;
-  source.tracker = &impl->tracker_;
+  source.tracker = &impl->dispatch_.tracker;
   source.ctx = raw;
   source.async_error = [](const void* ctx) {
     Status s = static_cast<const Impl*>(ctx)->AsyncError();

@@ -17,7 +17,7 @@
 // same schedule on the same sequence of collectives, so the ranks of a ring
 // usually explore together and time the same state. Each decides alone:
 // how a rank writes into its FIFOs is its own affair.
-// Pure bookkeeping: no clock, no I/O (the communicator times, execute.cc).
+// Pure bookkeeping: no clock, no I/O (the dispatcher times, dispatch.cc).
 #pragma once
 
 #include <array>

@@ -1,8 +1,6 @@
-// Communicator::Impl's execution of operations: argument checks (Validate),
-// running a batch (Execute) and one operation (RunOne) on the algorithm
-// SelectAlgo picks (Choose caches the pick), with kAvg and PreMulSum
-// rewritten into sums first (SumRewrite). The queue and the worker that
-// call these are in communicator.cc.
+// The dispatcher (dispatch.h): Validate, Execute, RunOne, the cached choice.
+#include "comm/dispatch.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,12 +10,12 @@
 #include "collectives/reduce/reduce.h"
 #include "base/coarse_clock.h"
 #include "base/log.h"
-#include "comm/communicator_impl.h"
 #include "comm/group.h"
 
 namespace loom {
 
-Status Communicator::Impl::Validate(const CollArgs& a) const {
+Status Dispatcher::Validate(const CollArgs& a) const {
+  const int rank = parts_.rank, size = parts_.size;
   // Named only in an error: a call's path is the latency of a small one.
   auto what = [&a] { return std::string(OpKindName(a.kind)); };
   if (!IsValid(a.type)) {
@@ -86,9 +84,13 @@ Status Communicator::Impl::Validate(const CollArgs& a) const {
   return Status::Ok();
 }
 
-Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
+Status Dispatcher::Execute(std::span<const CollArgs> items) {
+  const int rank = parts_.rank;
+  const std::string& host = parts_.host;
   const auto now = CoarseNow();
-  const Deadline deadline = OpDeadline(now);
+  // A deadline of seconds needs no finer clock than a tick.
+  const Deadline deadline =
+      parts_.timeout.count() > 0 ? Deadline::At(now + parts_.timeout) : Deadline::Never();
   // Send/Recv of one batch progress together; anything else runs in order.
   bool any_p2p = false;
   bool first = true;
@@ -98,10 +100,10 @@ Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
       continue;
     }
     // The first operation starts now; a later one of a batch when it starts.
-    const uint64_t seq = tracker_.Started(a, first ? now : CoarseNow());
+    const uint64_t seq = tracker.Started(a, first ? now : CoarseNow());
     first = false;
     LOOM_TRY(RunOne(a, deadline));
-    tracker_.Completed(seq, a);
+    tracker.Completed(seq, a);
   }
   if (!any_p2p) return Status::Ok();
   // Send/Recv on device buffers: read in place through CUDA IPC.
@@ -110,14 +112,14 @@ Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
     if (a.kind == OpKind::kSendRecv && a.device) device_sr.push_back(a);
   }
   if (!device_sr.empty()) {
-    const uint64_t seq = tracker_.Started(device_sr.front());
-    for (size_t i = 1; i < device_sr.size(); ++i) tracker_.Started(device_sr[i]);
-    Status s = ipc_.RunSendRecv(*engine_, rank, device_sr, deadline, abort_);
+    const uint64_t seq = tracker.Started(device_sr.front());
+    for (size_t i = 1; i < device_sr.size(); ++i) tracker.Started(device_sr[i]);
+    Status s = parts_.ipc->RunSendRecv(*parts_.engine, rank, device_sr, deadline, *parts_.abort);
     if (!s.ok()) {
       return s.WithContext("Send/Recv on device buffers (CUDA IPC) on rank " +
                            std::to_string(rank) + " (" + host + ")");
     }
-    tracker_.Completed(seq + device_sr.size() - 1, device_sr.back());
+    tracker.Completed(seq + device_sr.size() - 1, device_sr.back());
   }
   // Sends to self match receives from self in issue order: a local copy.
   std::vector<CollArgs> sr, self_sends, self_recvs;
@@ -149,7 +151,7 @@ Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
   if (sr.empty()) return Status::Ok();
   uint64_t first_seq = 0;
   for (const CollArgs& a : sr) {
-    uint64_t seq = tracker_.Started(a);
+    uint64_t seq = tracker.Started(a);
     if (first_seq == 0) first_seq = seq;
   }
   std::vector<Transfer> p2p;
@@ -170,42 +172,44 @@ Status Communicator::Impl::Execute(std::span<const CollArgs> items) {
     }
   }
   // Sends the way the latest exploration concluded, not an exploration's.
-  if (stream_chooser_) SetStreaming(stream_chooser_->latest());
+  if (fifo.chooser) SetStreaming(fifo.chooser->latest());
   const bool any_gdr = std::any_of(sr.begin(), sr.end(), [](const CollArgs& a) { return a.gdr; });
   if (any_gdr) {
     // GPU memory is registered (and the NIC's writes flushed) on this
     // thread, which never chose a device: the rank's GPU.
-    LOOM_TRY(device_.ops()->SetDevice(cuda_device));
+    LOOM_TRY(parts_.device->ops()->SetDevice(parts_.cuda_device));
   }
-  LOOM_TRY(engine_->Run(p2p, deadline));
+  LOOM_TRY(parts_.engine->Run(p2p, deadline));
   // What the NIC wrote into device memory must be visible to the work the
   // user's stream runs once released.
   if (std::any_of(sr.begin(), sr.end(),
                   [](const CollArgs& a) { return a.gdr && a.recv != nullptr; })) {
-    LOOM_TRY(device_.ops()->FlushRdmaWrites().WithContext("after receiving into GPU memory"));
+    LOOM_TRY(parts_.device->ops()->FlushRdmaWrites().WithContext("after receiving into GPU memory"));
   }
-  tracker_.Completed(first_seq + sr.size() - 1, sr.back());
+  tracker.Completed(first_seq + sr.size() - 1, sr.back());
   return Status::Ok();
 }
 
-Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
+Status Dispatcher::RunOne(const CollArgs& a, Deadline deadline) {
+  const int rank = parts_.rank, size = parts_.size;
+  const std::string& host = parts_.host;
   if (a.gdr) {
-    Status s = net_.Run(*engine_, rank, size, a, deadline, abort_);
+    Status s = parts_.net->Run(*parts_.engine, rank, size, a, deadline, *parts_.abort);
     if (s.ok()) return s;
     return s.WithContext(std::string(OpKindName(a.kind)) +
                          " on device buffers (GPUDirect RDMA) on rank " + std::to_string(rank) +
                          " (" + host + ")");
   }
   if (a.device) {
-    Status s = ipc_.Run(*engine_, rank, a, deadline, abort_);
+    Status s = parts_.ipc->Run(*parts_.engine, rank, a, deadline, *parts_.abort);
     if (s.ok()) return s;
     return s.WithContext(std::string(OpKindName(a.kind)) + " on device buffers (CUDA IPC) on rank " +
                          std::to_string(rank) + " (" + host + ")");
   }
   // A scalar is read only when there is something to scale.
   if (a.premul && a.count > 0 && a.scalar.where == PreMulScalar::Where::kPointer &&
-      device_.ops() != nullptr) {
-    LOOM_ASSIGN_OR_RETURN(const cuda::BufferPlace place, device_.ops()->Classify(a.scalar.pointer));
+      parts_.device->ops() != nullptr) {
+    LOOM_ASSIGN_OR_RETURN(const cuda::BufferPlace place, parts_.device->ops()->Classify(a.scalar.pointer));
     if (place.space == cuda::MemSpace::kDevice) {
       return InvalidUsage(std::string(OpKindName(a.kind)) +
                           ": the PreMulSum scalar is device memory but the buffers are host "
@@ -215,55 +219,31 @@ Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
   const SumRewrite rewrite(a, rank, size, premul_scratch_);
   const CollArgs& summed = rewrite.args();
   const size_t bytes = a.count * SizeOf(a.type);
-  const Choice& c = Choose(a.kind, bytes);
-  const uint32_t kind_bit = 1u << static_cast<uint32_t>(a.kind);
-  if (c.tune_ignored != Choice::TuneIgnored::kNo && (tune_warned_ & kind_bit) == 0) {
-    tune_warned_ |= kind_bit;  // once per collective and communicator
-    LOOM_WARN(log::kTuning, "LOOM_TUNE names %s for %s of %zu bytes, but %s; using %s",
-              AlgoName(c.tuned), OpKindName(a.kind), bytes,
-              c.tune_ignored == Choice::TuneIgnored::kExcludedByAlgo
-                  ? "NCCL_ALGO excludes it"
-                  : "it cannot run on this job",
-              AlgoName(c.algo));
-  }
-  if (c.source == Choice::Source::kFallback && (algo_warned_ & kind_bit) == 0) {
-    algo_warned_ |= kind_bit;  // once per collective and communicator
-    LOOM_WARN(log::kTuning, "NCCL_ALGO allows no usable algorithm for %s here; using %s",
-              OpKindName(a.kind), AlgoName(c.algo));
-  }
-  LOOM_TRACE(log::kTuning, "%s %zu bytes on %d ranks: %s by %s (%s)", OpKindName(a.kind), bytes,
-             size, AlgoName(c.algo),
-             c.source == Choice::Source::kTune ? "LOOM_TUNE"
-             : c.source == Choice::Source::kModel ? "cost model"
-                                                  : "fallback",
-             DescribeEstimates(a.kind, bytes, cost_).c_str());
+  const Choice& c = Decide(a.kind, bytes);
   std::optional<StreamChooser::Plan> plan;
   std::chrono::steady_clock::time_point start;
   // Only the FIFOs' times say how sends into them should go: not Direct's
   // reads of the peers' inputs in place, nor the slots'.
-  if (stream_chooser_ && c.algo != Algo::kDirect && c.algo != Algo::kSlots) {
-    plan = stream_chooser_->Next(a.kind, bytes);
+  if (fifo.chooser && c.algo != Algo::kDirect && c.algo != Algo::kSlots) {
+    plan = fifo.chooser->Next(a.kind, bytes);
     SetStreaming(plan->stream);
     if (plan->slot >= 0) start = std::chrono::steady_clock::now();
   }
-  const AlgoContext ctx{*engine_, rank, scratch_, hier_ ? &*hier_ : nullptr};
+  const AlgoContext ctx{*parts_.engine, rank, scratch_, selection.hier ? &*selection.hier : nullptr};
   Status s;
   bool ran_direct = false;
   if (c.direct_if_shared) {
-    s = RunDirectIfAllShared(*engine_, rank, summed, scratch_, deadline, &ran_direct);
+    s = RunDirectIfAllShared(*parts_.engine, rank, summed, scratch_, deadline, &ran_direct);
     if (ran_direct) LOOM_TRACE(log::kTuning, "%s: Direct instead, every rank's buffers are shareable",
                                OpKindName(a.kind));
   }
   if (!ran_direct && s.ok()) s = RunAlgorithm(ctx, c.algo, summed, deadline);
-  if (!s.ok()) {
-    return s.WithContext(std::string(OpKindName(a.kind)) + " on rank " + std::to_string(rank) +
-                         " (" + host + ")");
-  }
+  if (!s.ok()) return InContext(a, std::move(s));
   rewrite.Finish();
   if (plan && plan->slot >= 0 && !ran_direct) {
     const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
     const std::optional<StreamChooser::Exploration> found =
-        stream_chooser_->Record(*plan, bytes, took.count());
+        fifo.chooser->Record(*plan, bytes, took.count());
     if (found) {
       const char* kept = found->switched != found->stream ? "streaming" : "the cache";
       const char* other = found->switched != found->stream ? "the cache" : "streaming";
@@ -281,16 +261,48 @@ Status Communicator::Impl::RunOne(const CollArgs& a, Deadline deadline) {
   return Status::Ok();
 }
 
-void Communicator::Impl::SetStreaming(bool on) {
-  if (on == streaming_) return;
-  streaming_ = on;
-  for (ShmConnection* c : shm_conns_) c->set_streaming_sends(on);
+const Choice& Dispatcher::Decide(OpKind kind, size_t bytes) {
+  const Choice& c = Choose(kind, bytes);
+  const uint32_t kind_bit = 1u << static_cast<uint32_t>(kind);
+  if (c.tune_ignored != Choice::TuneIgnored::kNo && (tune_warned_ & kind_bit) == 0) {
+    tune_warned_ |= kind_bit;  // once per collective and communicator
+    LOOM_WARN(log::kTuning, "LOOM_TUNE names %s for %s of %zu bytes, but %s; using %s",
+              AlgoName(c.tuned), OpKindName(kind), bytes,
+              c.tune_ignored == Choice::TuneIgnored::kExcludedByAlgo
+                  ? "NCCL_ALGO excludes it"
+                  : "it cannot run on this job",
+              AlgoName(c.algo));
+  }
+  if (c.source == Choice::Source::kFallback && (algo_warned_ & kind_bit) == 0) {
+    algo_warned_ |= kind_bit;  // once per collective and communicator
+    LOOM_WARN(log::kTuning, "NCCL_ALGO allows no usable algorithm for %s here; using %s",
+              OpKindName(kind), AlgoName(c.algo));
+  }
+  LOOM_TRACE(log::kTuning, "%s %zu bytes on %d ranks: %s by %s (%s)", OpKindName(kind), bytes,
+             parts_.size, AlgoName(c.algo),
+             c.source == Choice::Source::kTune ? "LOOM_TUNE"
+             : c.source == Choice::Source::kModel ? "cost model"
+                                                  : "fallback",
+             DescribeEstimates(kind, bytes, selection.cost).c_str());
+  return c;
+}
+
+Status Dispatcher::InContext(const CollArgs& a, Status s) const {
+  if (s.ok()) return s;
+  return s.WithContext(std::string(OpKindName(a.kind)) + " on rank " + std::to_string(parts_.rank) +
+                       " (" + parts_.host + ")");
+}
+
+void Dispatcher::SetStreaming(bool on) {
+  if (on == fifo.streaming) return;
+  fifo.streaming = on;
+  for (ShmConnection* c : fifo.conns) c->set_streaming_sends(on);
 }
 
 // SelectAlgo is pure for a communicator (its model, NCCL_ALGO and LOOM_TUNE
 // never change), so a small direct-mapped cache keyed by collective and size
 // saves the cost model's arithmetic on every call of a training loop.
-const Choice& Communicator::Impl::Choose(OpKind kind, size_t bytes) {
+const Choice& Dispatcher::Choose(OpKind kind, size_t bytes) {
   const uint64_t key = (uint64_t{bytes} << 4) | static_cast<uint64_t>(kind);  // kind < 16
   const size_t slot = (key * 0x9E3779B97F4A7C15ull) >> (64 - kChoiceCacheBits);
   CachedChoice& e = choices_[slot];
@@ -298,7 +310,7 @@ const Choice& Communicator::Impl::Choose(OpKind kind, size_t bytes) {
     e.valid = true;
     e.kind = kind;
     e.bytes = bytes;
-    e.choice = SelectAlgo(kind, bytes, cost_, algo_filter_, tune_);
+    e.choice = SelectAlgo(kind, bytes, selection.cost, selection.filter, selection.tune);
   }
   return e.choice;
 }
