@@ -171,27 +171,18 @@ std::string Hex(uint64_t v) {
   return buf;
 }
 
-// The selector's cost of one transport (latency us, GB/s): the FIFOs and
-// one TCP stream as loom measures them on a development host; the IB figures
-// are an assumption (a 100 Gb/s port behind RDMA latency). Sockets between
-// ranks of one host (`same_host`, loopback) are priced as loom's own
-// loopback exchanges run (perf/tcp_exchange_bench), which puts the 2-rank
-// all-reduce's switch from recursive doubling to the ring where it measures
-// faster. Single-copy reads (process_vm_readv) are priced as setup times
-// them on this host (EnableSingleCopy); shareable buffers (AllocShared)
-// switch to Direct whatever the price, NCCL_ALGO and LOOM_TUNE can force it.
+// The cost model's price of a link of `kind` (topology/cost_model.h).
 topology::LinkCost LinkCostOf(TransportKind kind, const topology::PeerReadPrice& reads,
                               bool same_host = false) {
+  using topology::RankLink;
   switch (kind) {
-    case TransportKind::kShm:
-      return {1.0, kShmFifoGbs, reads.gbs, reads.setup_us};
-    case TransportKind::kIb: return {5.0, 12.0, 0.0};
+    case TransportKind::kShm: return RuntimeLinkCost(RankLink::kSharedMemory, reads);
+    case TransportKind::kIb: return RuntimeLinkCost(RankLink::kInfiniBand, reads);
     case TransportKind::kSocket:
-      if (same_host) return {7.0, 6.0, 0.0};
-      break;
-    case TransportKind::kUcx: break;
+      return RuntimeLinkCost(same_host ? RankLink::kSocketSameHost : RankLink::kSocket, reads);
+    case TransportKind::kUcx: return RuntimeLinkCost(RankLink::kUcx, reads);
   }
-  return {20.0, 1.5, 0.0};
+  return RuntimeLinkCost(RankLink::kSocket, reads);
 }
 
 // The job-wide topology, computed alike on every rank from the all-gathered
@@ -607,12 +598,8 @@ Status Communicator::Impl::Setup::BuildCostModel() {
   LOOM_ASSIGN_OR_RETURN(const topology::JobTopology job,
                         FuseJob(peers, transports, job_single_copy));
   ranks_here = job.host_ranks[job.host_of_rank[impl->rank]].size();
-  // Host collectives reduce on the CPU, about 20 GB/s with the inputs in
-  // cache: pricing it is what lets the ring beat recursive doubling at
-  // large sizes, where the latter reduces twice the bytes.
-  constexpr double kHostReduceGbs = 20.0;
   Dispatcher::Selection& sel = impl->dispatch_.selection;
-  sel.cost = CostModel(job, kHostReduceGbs, SmallSlots());
+  sel.cost = CostModel(job, topology::kHostReduceGbs, SmallSlots());
   if (job.ranks_per_host() > 0) sel.hier = MakeHierGroups(job, impl->rank);
   LOOM_INFO(log::kInit | log::kTuning, "%s: job %s", who.c_str(), job.Describe().c_str());
   if (job.hosts() > 1 && !sel.cost.hierarchical_unavailable().empty()) {

@@ -166,14 +166,14 @@ topology::PeerReadPrice PriceShmTimings(const ShmTimings& t, bool stream) {
                                       : t.fifo_us;
   const topology::PeerReadPrice c =
       topology::PricePeerReads(kReadProbeSmallBytes, t.small_read_us, kReadProbeBytes,
-                               t.big_read_us, kReadProbeBytes, fifo_us, kShmFifoGbs);
+                               t.big_read_us, kReadProbeBytes, fifo_us, topology::kShmFifoGbs);
   LOOM_INFO(log::kInit | log::kShm,
             "single-copy reads: 64 KiB %.1f us, 1 MiB %.1f us; FIFOs 1 MiB %.1f us (%s), "
             "memcpy 1 MiB %.1f us: priced %.1f GB/s + %.1f us per call (FIFOs %.1f GB/s)",
             t.small_read_us, t.big_read_us, fifo_us,
             !timed_fifos ? "memcpy's share" : stream ? "a streamed ring step" : "a ring step",
             t.copy_us, c.gbs, c.setup_us,
-            kShmFifoGbs);
+            topology::kShmFifoGbs);
   return c;
 }
 

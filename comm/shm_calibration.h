@@ -18,10 +18,6 @@
 
 namespace loom {
 
-// The shared-memory FIFOs' rate in the cost model (GB/s); the model's other
-// rates are relative to it, and setup rescales reads by the host's own FIFOs.
-inline constexpr double kShmFifoGbs = 6.0;
-
 // This rank's neighbours in setup's FIFO timing: the ranks of its host in
 // rank order, closed into a ring, when every pair of them talks over shared
 // memory (every rank of the host computes the same answer); nullopt when the

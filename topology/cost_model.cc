@@ -67,6 +67,17 @@ HostLinkCosts LinkCostsFor(const Topology& host, int ranks_per_host) {
   return c;
 }
 
+LinkCost RuntimeLinkCost(RankLink kind, const PeerReadPrice& reads) {
+  switch (kind) {
+    case RankLink::kSharedMemory: return {1.0, kShmFifoGbs, reads.gbs, reads.setup_us};
+    case RankLink::kInfiniBand: return {5.0, 12.0, 0.0};
+    case RankLink::kSocketSameHost: return {7.0, 6.0, 0.0};
+    case RankLink::kSocket:
+    case RankLink::kUcx: break;
+  }
+  return {20.0, 1.5, 0.0};
+}
+
 PeerReadPrice PricePeerReads(size_t small_bytes, double small_us, size_t big_bytes, double big_us,
                              size_t fifo_bytes, double fifo_us, double fifo_gbs) {
   const double small = static_cast<double>(small_bytes), big = static_cast<double>(big_bytes);

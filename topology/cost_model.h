@@ -1,8 +1,9 @@
-// The link costs of a job whose hosts all look like one host topology: the
-// inputs the runtime cost model (collectives/select/selector.h CostModel)
-// needs, derived from hardware paths (used by `loom topo`), and the price of
-// single-copy reads from what setup timed (used by the communicator). Pure;
-// no I/O.
+// What the runtime cost model (collectives/select/selector.h CostModel)
+// knows about links, in one place: the price of each kind of link and the
+// CPU's reduction rate (used by the communicator), the link costs of a job
+// whose hosts all look like one host topology, derived from hardware paths
+// (used by `loom topo`), and the price of single-copy reads from what setup
+// timed. Pure; no I/O.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +36,29 @@ struct HostLinkCosts {
 // `host` must be valid; ranks_per_host < 1 counts as 1.
 HostLinkCosts LinkCostsFor(const Topology& host, int ranks_per_host);
 
+// The runtime's prices, in the cost model's units (latency us, GB/s), for
+// each kind of link between two ranks: the FIFOs and one TCP stream as loom
+// measures them on a development host; the IB figures are an assumption (a
+// 100 Gb/s port behind RDMA latency). Sockets between ranks of one host
+// (loopback) are priced as loom's own loopback exchanges run
+// (perf/tcp_exchange_bench), which puts the 2-rank all-reduce's switch from
+// recursive doubling to the ring where it measures faster. Single-copy
+// reads over shared memory are priced as setup times them on the host
+// (`reads`, PricePeerReads below); shareable buffers (AllocShared) switch to
+// Direct whatever the price.
+// RuntimeLinkCost (below) gives the price.
+enum class RankLink { kSharedMemory, kSocketSameHost, kSocket, kUcx, kInfiniBand };
+
+// The shared-memory FIFOs' rate (GB/s); the model's other rates are
+// relative to it, and setup rescales reads by the host's own FIFOs.
+inline constexpr double kShmFifoGbs = 6.0;
+
+// How fast a rank reduces what arrives (two inputs, one output) when host
+// collectives reduce on the CPU, with the inputs in cache: pricing it is
+// what lets the ring beat recursive doubling at large sizes, where the
+// latter reduces twice the bytes.
+inline constexpr double kHostReduceGbs = 20.0;
+
 // The share of a 1 MiB memcpy's rate that a shared-memory FIFO reaches: each
 // byte is copied in by the sender and out by the receiver, plus the FIFO's
 // synchronisation. Only a fallback, for a rank that could not time its host's
@@ -61,6 +85,10 @@ struct PeerReadPrice {
 };
 PeerReadPrice PricePeerReads(size_t small_bytes, double small_us, size_t big_bytes, double big_us,
                              size_t fifo_bytes, double fifo_us, double fifo_gbs);
+
+// The price of a link of `kind` (see RankLink); `reads` only matters for
+// shared memory.
+LinkCost RuntimeLinkCost(RankLink kind, const PeerReadPrice& reads);
 
 // LOOM_SHM_READ_PRICE: "GBS" or "GBS,US", a rate above 0 and at most 1000
 // GB/s and a fixed cost per read from 0 to 1000 us (default 20); nullopt

@@ -122,5 +122,24 @@ TEST(ParsePeerReadPriceTest, RateAndOptionalFixedCost) {
   }
 }
 
+TEST(RuntimeLinkCost, SharedMemoryCarriesTheTimedReadsAndNetworksCostMore) {
+  const PeerReadPrice reads{4.0, 7.0};
+  const LinkCost shm = RuntimeLinkCost(RankLink::kSharedMemory, reads);
+  EXPECT_EQ(shm.bandwidth_gbs, kShmFifoGbs);
+  EXPECT_EQ(shm.peer_read_gbs, 4.0);
+  EXPECT_EQ(shm.peer_read_setup_us, 7.0);
+  const LinkCost loopback = RuntimeLinkCost(RankLink::kSocketSameHost, reads);
+  const LinkCost socket = RuntimeLinkCost(RankLink::kSocket, reads);
+  const LinkCost ib = RuntimeLinkCost(RankLink::kInfiniBand, reads);
+  EXPECT_LT(shm.latency_us, loopback.latency_us);
+  EXPECT_LT(loopback.latency_us, socket.latency_us);
+  EXPECT_LT(ib.latency_us, socket.latency_us);
+  EXPECT_GT(ib.bandwidth_gbs, socket.bandwidth_gbs);
+  for (const LinkCost& l : {loopback, socket, ib}) EXPECT_EQ(l.peer_read_gbs, 0.0);
+  const LinkCost ucx = RuntimeLinkCost(RankLink::kUcx, reads);
+  EXPECT_EQ(ucx.latency_us, socket.latency_us);  // priced as the sockets it usually runs over
+  EXPECT_EQ(ucx.bandwidth_gbs, socket.bandwidth_gbs);
+}
+
 }  // namespace
 }  // namespace loom::topology
