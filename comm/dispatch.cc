@@ -296,7 +296,7 @@ Status Dispatcher::InContext(const CollArgs& a, Status s) const {
 void Dispatcher::SetStreaming(bool on) {
   if (on == fifo.streaming) return;
   fifo.streaming = on;
-  for (ShmConnection* c : fifo.conns) c->set_streaming_sends(on);
+  for (PeerMemory* c : fifo.conns) c->set_streaming_sends(on);
 }
 
 // SelectAlgo is pure for a communicator (its model, NCCL_ALGO and LOOM_TUNE

@@ -26,7 +26,7 @@
 #include "comm/status_port.h"
 #include "comm/stream_chooser.h"
 #include "transports/engine.h"
-#include "transports/shm/connection.h"
+#include "transports/peer_memory.h"
 
 namespace loom {
 
@@ -44,7 +44,7 @@ class Dispatcher {
   // from the times of this rank's collectives (stream_chooser.h); null when
   // LOOM_SHM_STREAM forces a way or the rank has no shared-memory peer.
   struct FifoSends {
-    std::vector<ShmConnection*> conns;  // owned by the engine
+    std::vector<PeerMemory*> conns;  // the shared-memory peers' (owned by the engine)
     bool streaming = false;             // the way `conns` send now
     std::unique_ptr<StreamChooser> chooser;
   };

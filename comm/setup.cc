@@ -508,7 +508,7 @@ Status Communicator::Impl::Setup::ConnectSharedMemory() {
                         EnableSingleCopy(*impl->store_, impl->rank, shm_peers, read_probes, pids,
                                          SameHostShmRing(impl->rank, host_ids, transports), conns,
                                          deadline, &stream_clear));
-  for (int p : shm_peers) impl->dispatch_.fifo.conns.push_back(static_cast<ShmConnection*>(conns[p].get()));
+  for (int p : shm_peers) impl->dispatch_.fifo.conns.push_back(conns[p]->peer_memory());
   if (!impl->dispatch_.fifo.conns.empty()) {
     // Setup's way (timed, or this process's earlier finding) to start
     // from; LOOM_SHM_STREAM, checked by EnableSingleCopy, forces one.

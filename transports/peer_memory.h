@@ -40,6 +40,12 @@ class PeerMemory {
   // view stays valid until the connection is destroyed or has mapped many
   // other allocations; use it within the operation. Thread-compatible.
   virtual const void* PeerView(uint64_t remote, size_t bytes, const SharedRef& where) = 0;
+
+  // How sends into the peer's FIFO write: through this core's cache, or
+  // streaming (non-temporal stores), which the dispatcher chooses per call
+  // from measured times. Thread-compatible; takes effect at the next send.
+  virtual void set_streaming_sends(bool on) = 0;
+  virtual bool streaming_sends() const = 0;
 };
 
 // The shareable allocation (loom::AllocShared) holding [p, p + bytes) in

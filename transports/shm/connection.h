@@ -107,8 +107,8 @@ class ShmConnection final : public Connection, public PeerMemory {
   // cores share no cache level. Setup picks the first way, the
   // communicator then each call's (comm/stream_chooser.h, LOOM_SHM_STREAM).
   // Call between transfers, from the thread that progresses this connection.
-  void set_streaming_sends(bool on) { stream_sends_ = on; }
-  bool streaming_sends() const { return stream_sends_; }
+  void set_streaming_sends(bool on) override { stream_sends_ = on; }
+  bool streaming_sends() const override { return stream_sends_; }
   static constexpr size_t kStreamSendMinBytes = 4096;
   // Tries one read of `bytes` at `remote` (setup's probe); no state change.
   Status ProbePeerRead(void* dst, uint64_t remote, size_t bytes) const;
