@@ -27,6 +27,14 @@ if(LOOM_SANITIZE)
   endif()
 endif()
 
+if(LOOM_FUZZ)
+  # Coverage for libFuzzer in every object; the fuzz targets link its driver.
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "LOOM_FUZZ needs clang (CXX=clang++), not ${CMAKE_CXX_COMPILER_ID}")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()
+
 # loom_library(NAME alias SOURCES... [DEPS ...])
 function(loom_library name)
   cmake_parse_arguments(ARG "" "ALIAS" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})

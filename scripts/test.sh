@@ -1,6 +1,7 @@
 #!/bin/sh
 # Builds loom with warnings as errors and runs the whole test suite, then the
-# multi-rank tests again under ASan+UBSan and the runtime core under TSan.
+# multi-rank tests again under ASan+UBSan and the runtime core under TSan,
+# then the fuzz targets for a minute each.
 #   scripts/test.sh            everything (what CI runs)
 #   scripts/test.sh --quick    one build, labels unit and mp only, small counts
 # Each expensive combination runs once: the full conformance counts, the
@@ -63,5 +64,8 @@ else
   phase tsan-build build build-tsan "-DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_SANITIZE=thread $SANITIZED"
   LOOM_TEST_QUICK=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" UCX_MEM_EVENTS=no \
     phase tsan-tests run_tests build-tsan -L "unit|mp" -E "launcher|c_api|trainer"
+  # Every decoder of outside bytes under libFuzzer, a minute each
+  # (scripts/fuzz.sh runs them longer by hand).
+  phase fuzz scripts/fuzz.sh 60
 fi
 echo "== all tests passed in $(( $(date +%s) - start ))s"

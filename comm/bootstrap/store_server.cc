@@ -4,6 +4,8 @@
 // oldest is dropped for a newer one, and a closed one is freed.
 #include "comm/bootstrap/store_server.h"
 
+#include <unistd.h>
+
 #include <boost/asio.hpp>
 #include <chrono>
 #include <condition_variable>
@@ -85,6 +87,18 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
     return cv_.wait_until(lock, deadline.at(), [&] { return done_; });
   }
 
+  void Adopt(int fd) {
+    asio::post(io_, [this, fd] {
+      tcp::socket socket(io_);
+      boost::system::error_code ec;
+      socket.assign(tcp::v4(), fd, ec);
+      if (ec) {
+        close(fd);
+        return;
+      }
+      Serve(std::move(socket));
+    });
+  }
  private:
   void Accept() {
     acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
@@ -100,25 +114,32 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
         });
         return;
       }
-      auto s = std::make_shared<Session>(std::move(socket));
-      if (pending_.size() >= kMaxPending) {
-        // A real rank says hello at once: the oldest silent one goes.
-        LOOM_INFO(log::kBootstrap, "store: %zu connections without a hello; dropping the oldest",
-                  pending_.size());
-        std::shared_ptr<Session> oldest = pending_.front();
-        Closed(oldest);
-      }
-      s->pending = pending_.insert(pending_.end(), s);
-      s->in_pending = true;
-      s->hello_timer.expires_after(kHelloWithin);
-      s->hello_timer.async_wait([this, weak = std::weak_ptr<Session>(s)](
-                                    boost::system::error_code e) {
-        if (auto silent = weak.lock(); !e && silent && silent->rank < 0) Closed(silent);
-      });
-      ReadHeader(s);
+      Serve(std::move(socket));
       Accept();
     });
   }
+
+  // A new connection, on the io thread: a pending session until its hello.
+  void Serve(tcp::socket socket) {
+    auto s = std::make_shared<Session>(std::move(socket));
+    if (pending_.size() >= kMaxPending) {
+      // A real rank says hello at once: the oldest silent one goes.
+      LOOM_INFO(log::kBootstrap, "store: %zu connections without a hello; dropping the oldest",
+                pending_.size());
+      std::shared_ptr<Session> oldest = pending_.front();
+      Closed(oldest);
+    }
+    s->pending = pending_.insert(pending_.end(), s);
+    s->in_pending = true;
+    s->hello_timer.expires_after(kHelloWithin);
+    s->hello_timer.async_wait([this, weak = std::weak_ptr<Session>(s)](
+                                  boost::system::error_code e) {
+      if (auto silent = weak.lock(); !e && silent && silent->rank < 0) Closed(silent);
+    });
+    ReadHeader(s);
+  }
+
+
 
   void ReadHeader(const std::shared_ptr<Session>& s) {
     asio::async_read(s->socket, asio::buffer(s->header, 8),
@@ -205,6 +226,11 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
           return Reject(s, "job secret mismatch: rank " + std::to_string(rank) + " on " + host +
                                " holds a UniqueId of another (or an earlier) job");
         }
+        if (size < 1) {
+          return Reject(s, "rank " + std::to_string(rank) + " on " + host +
+                               " claims a world size of " + std::to_string(size) +
+                               " (at least 1)");
+        }
         if (size_ == 0) size_ = size;
         if (size != size_) {
           // Every rank already in the job fails now, not at its deadline.
@@ -245,16 +271,12 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
         std::string value = r.Str();
         if (r.failed()) return Reject(s, "malformed all-gather");
         auto& g = gathers_[tag];
-        if (g.values.empty()) g.values.resize(size_);
-        if (!g.values[s->rank]) {
-          g.values[s->rank] = std::move(value);
-          ++g.count;
-        }
-        if (g.count == size_) {
+        g.values.emplace(s->rank, std::move(value));  // a rank's first value counts
+        if (static_cast<int>(g.values.size()) == size_) {
           Writer w;
           w.Str(tag);
           w.U32(static_cast<uint32_t>(size_));
-          for (auto& v : g.values) w.Str(*v);
+          for (auto& [rank, v] : g.values) w.Str(v);
           std::string frame = w.Frame(MsgType::kGathered);
           for (auto& [rank, peer] : by_rank_) Send(peer, frame);
           gathers_.erase(tag);
@@ -280,9 +302,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
         auto it = gathers_.find(tag);
         std::vector<int> reached;
         if (it != gathers_.end()) {
-          for (int i = 0; i < static_cast<int>(it->second.values.size()); ++i) {
-            if (it->second.values[i]) reached.push_back(i);
-          }
+          for (const auto& [rank, v] : it->second.values) reached.push_back(rank);
         }
         w.U32(static_cast<uint32_t>(reached.size()));
         for (int rank : reached) w.I32(rank);
@@ -342,9 +362,10 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
     }
   }
 
+  // The values that arrived, by rank: memory in proportion to what ranks
+  // sent, not to the world size a hello claimed.
   struct Gather {
-    std::vector<std::optional<std::string>> values;
-    int count = 0;
+    std::map<int, std::string> values;
   };
 
   uint64_t secret_;
@@ -376,6 +397,7 @@ Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& host,
 }
 
 uint16_t StoreServer::port() const { return impl_->port(); }
+void StoreServer::ServeConnection(int fd) { impl_->Adopt(fd); }
 bool StoreServer::WaitUntilDone(Deadline deadline) { return impl_->WaitUntilDone(deadline); }
 
 namespace {

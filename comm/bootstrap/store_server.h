@@ -22,6 +22,10 @@ class StoreServer {
   ~StoreServer();
 
   uint16_t port() const;
+  // Serves `fd`, a connected stream socket (a socketpair's end, say), as if
+  // it had been accepted; the store owns it from now on. For tests and
+  // fuzzing, which need no port.
+  void ServeConnection(int fd);
   // Blocks until every registered rank said goodbye or vanished, or deadline.
   // Returns true if the job ended (then the server can be destroyed quietly).
   bool WaitUntilDone(Deadline deadline);

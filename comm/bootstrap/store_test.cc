@@ -154,6 +154,38 @@ bool JoinAsRankZeroOfOne(uint16_t port, uint64_t secret) {
   return c.ok();
 }
 
+// A hello that claims an absurd world size is refused before it costs
+// anything, and the job's size stays open for the real ranks; the store
+// serves a socketpair handed to it as if accepted.
+TEST(StoreStrangers, AHelloClaimingNoRanksIsRefusedAndTheJobStillForms) {
+  constexpr uint64_t kSecret = 0x5eed;
+  auto server = StoreServer::Start("127.0.0.1", 0, kSecret);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  for (int size : {0, -3}) {
+    int fds[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    server.value()->ServeConnection(fds[1]);
+    Writer w;
+    w.U64(kStoreMagic);
+    w.U32(kProtocolVersion);
+    w.U64(kSecret);
+    w.I32(0);
+    w.I32(size);
+    w.Str("h");
+    w.U64(1);
+    const std::string hello = w.Frame(MsgType::kHello);
+    ASSERT_EQ(write(fds[0], hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
+    char reply[512];
+    ssize_t got = 0;
+    for (ssize_t n; (n = read(fds[0], reply + got, sizeof(reply) - got)) > 0;) got += n;
+    const std::string text(reply, static_cast<size_t>(got));
+    EXPECT_NE(text.find("claims a world size of " + std::to_string(size)), std::string::npos)
+        << text;
+    close(fds[0]);
+  }
+  EXPECT_TRUE(JoinAsRankZeroOfOne(server.value()->port(), kSecret));
+}
+
 // A frame header claiming a 64 MiB body before any hello costs the store
 // nothing: it closes the connection having read 8 bytes.
 TEST(StoreStrangers, AHugeFrameBeforeTheHelloCostsNothing) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -24,9 +25,16 @@ Result<const Value*> Get(const Value& v, const char* key, Value::Type type) {
   return m;
 }
 
+// A whole number within +-2^53, where every double is exact: anything else
+// a rank could not have sent, and converting it would be undefined.
 Result<int64_t> GetInt(const Value& v, const char* key) {
   LOOM_ASSIGN_OR_RETURN(const Value* m, Get(v, key, Value::Type::kNumber));
-  return static_cast<int64_t>(m->number());
+  const double d = m->number();
+  constexpr double kExact = 9007199254740992.0;  // 2^53
+  if (!(d >= -kExact && d <= kExact) || d != std::floor(d)) {
+    return InvalidArgument(std::string("loom-status: member '") + key + "' is not an integer");
+  }
+  return static_cast<int64_t>(d);
 }
 
 Result<std::string> GetStr(const Value& v, const char* key) {
@@ -157,7 +165,9 @@ Result<std::vector<std::string>> ParseEndpoints(const std::string& text) {
     const long port = std::strtol(ports.c_str(), &end, 10);
     long n = 1;
     if (*end == '+') n = std::strtol(end + 1, &end, 10);
-    if (end == ports.c_str() || *end != '\0' || port < 1 || n < 1 || port + n - 1 > 65535) {
+    // Compared without a sum: port and N are anything strtol returns.
+    if (end == ports.c_str() || *end != '\0' || port < 1 || port > 65535 || n < 1 ||
+        n > 65536 - port) {
       return InvalidArgument("--attach: bad port in '" + item + "' (host:port or host:port+N)");
     }
     for (long i = 0; i < n; ++i) out.push_back(host + ":" + std::to_string(port + i));

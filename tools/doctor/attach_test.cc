@@ -99,7 +99,11 @@ TEST(DoctorAttach, Endpoints) {
   EXPECT_EQ(ParseEndpoints("a:1,b:30000+3").value(),
             (std::vector<std::string>{"a:1", "b:30000", "b:30001", "b:30002"}));
   EXPECT_EQ(ParseEndpoints("[fd00::1]:5").value(), (std::vector<std::string>{"[fd00::1]:5"}));
-  for (const char* bad : {"", "a", "a:0", "a:x", "a:65535+2", ":5"}) EXPECT_FALSE(ParseEndpoints(bad).ok()) << bad;
+  for (const char* bad : {"", "a", "a:0", "a:x", "a:65535+2", ":5", "a:70000", "a:1+9223372036854775807",
+                          "a:9223372036854775807+9223372036854775807"}) {
+    EXPECT_FALSE(ParseEndpoints(bad).ok()) << bad;
+  }
+  EXPECT_EQ(ParseEndpoints("a:65535+1").value(), (std::vector<std::string>{"a:65535"}));
 }
 
 TEST(DoctorAttach, ReplyParsing) {
@@ -111,6 +115,15 @@ TEST(DoctorAttach, ReplyParsing) {
       "completed":{"seq":0,"op":"","count":0,"dtype":"","redop":"","root":-1,"peer":-1,"age_ms":0}}]})");
   ASSERT_TRUE(v.ok());
   EXPECT_NE(ParseStatusReply(v.value(), &s).message().find("out of range"), std::string::npos);
+  // Numbers no rank sends are refused, not converted (1e300 does not fit an integer).
+  for (const char* pid : {"1e300", "-1e300", "2.5"}) {
+    auto odd = json::Parse(std::string(R"({"format":"loom-status","version":1,"rank":1,"size":2,)") +
+                           R"("host":"h","pid":)" + pid + R"(,"comms":[]})");
+    ASSERT_TRUE(odd.ok()) << pid;
+    EXPECT_NE(ParseStatusReply(odd.value(), &s).message().find("'pid' is not an integer"),
+              std::string::npos)
+        << pid;
+  }
 }
 
 // A fake rank: answers every status request with a fixed reply, forever.
