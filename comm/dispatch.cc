@@ -85,8 +85,6 @@ Status Dispatcher::Validate(const CollArgs& a) const {
 }
 
 Status Dispatcher::Execute(std::span<const CollArgs> items) {
-  const int rank = parts_.rank;
-  const std::string& host = parts_.host;
   const auto now = CoarseNow();
   // A deadline of seconds needs no finer clock than a tick.
   const Deadline deadline =
@@ -106,6 +104,14 @@ Status Dispatcher::Execute(std::span<const CollArgs> items) {
     tracker.Completed(seq, a);
   }
   if (!any_p2p) return Status::Ok();
+  return RunSendRecv(items, deadline);
+}
+
+// A batch's Send/Recv, all at once: on device buffers through CUDA IPC,
+// to this rank itself as copies, and the rest as one engine run.
+Status Dispatcher::RunSendRecv(std::span<const CollArgs> items, Deadline deadline) {
+  const int rank = parts_.rank;
+  const std::string& host = parts_.host;
   // Send/Recv on device buffers: read in place through CUDA IPC.
   std::vector<CollArgs> device_sr;
   for (const CollArgs& a : items) {
