@@ -54,6 +54,7 @@ uint64_t NewTsanKeys();  // 0 without TSan
 struct ShmMailbox {
   Doorbell doorbell;
   pid_t pid;
+  uint64_t pid_ns;  // the creator's PID namespace (the inode of /proc/self/ns/pid); 0 unknown
   uint64_t magic;
   uint64_t tsan_keys;  // TSan builds: the creating process's TsanKeys; else 0
   alignas(kLinePairBytes) SmallSlot small[2];

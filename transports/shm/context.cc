@@ -4,9 +4,12 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <ctime>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -18,7 +21,63 @@ namespace loom {
 namespace {
 // Changed with the layouts: a peer built with another layout is refused.
 constexpr uint64_t kFifoMagic = 0x6c6f6f6d66696631ull;     // "loomfif1"
-constexpr uint64_t kMailboxMagic = 0x6c6f6f6d6d627831ull;  // "loommbx1"
+constexpr uint64_t kMailboxMagic = 0x6c6f6f6d6d627832ull;  // "loommbx2"
+
+// This process's PID namespace, as the inode of /proc/self/ns/pid; 0 when
+// /proc does not say.
+uint64_t PidNamespace() {
+  struct stat st {};
+  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+// Removes every name of each communicator whose mailbox `gone` judges left
+// behind (the creator's pid and PID namespace); how many names it removed.
+// A mailbox untouched for less than this is left alone by the sweep of
+// ShmContext::Create: whoever made it may be a moment from being reaped and
+// its names inspected (a launcher, a test), and nothing is lost by waiting.
+constexpr std::chrono::seconds kLeftForAtLeast{10};
+
+template <class Gone>
+size_t RemoveSegmentsWhere(Gone gone, std::chrono::seconds min_age) {
+  std::vector<std::string> names;  // in /dev/shm, as readdir gives them
+  if (DIR* dir = opendir("/dev/shm")) {
+    while (const dirent* e = readdir(dir)) {
+      if (std::strncmp(e->d_name, "loom-", 5) == 0) names.emplace_back(e->d_name);
+    }
+    closedir(dir);
+  }
+  // A mailbox, "loom-<tag>-m<rank>", names its creator.
+  std::vector<std::string> tags;
+  for (const std::string& name : names) {
+    const size_t m = name.rfind("-m");
+    if (m == std::string::npos || m + 2 == name.size() ||
+        name.find_first_not_of("0123456789", m + 2) != std::string::npos) {
+      continue;
+    }
+    struct stat st {};
+    if (min_age.count() > 0 &&
+        (stat(("/dev/shm/" + name).c_str(), &st) != 0 || time(nullptr) - st.st_mtime < min_age.count())) {
+      continue;
+    }
+    Result<ShmSegment> seg = ShmSegment::Open("/" + name, 4096);
+    if (!seg.ok()) continue;
+    const auto* mb = static_cast<const ShmMailbox*>(seg->data());
+    if (mb->magic != kMailboxMagic || !gone(mb->pid, mb->pid_ns)) continue;
+    tags.push_back(name.substr(0, m + 1));  // "loom-<tag>-"
+  }
+  size_t removed = 0;
+  for (const std::string& name : names) {
+    for (const std::string& prefix : tags) {
+      if (name.compare(0, prefix.size(), prefix) == 0 && shm_unlink(("/" + name).c_str()) == 0) {
+        ++removed;
+        break;
+      }
+    }
+  }
+  return removed;
+}
+
+bool NotRunning(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
 }  // namespace
 
 std::string ShmContext::FifoName(int from, int to) const {
@@ -31,6 +90,11 @@ std::string ShmContext::MailboxName(int rank) const {
 
 Result<std::unique_ptr<ShmContext>> ShmContext::Create(const std::string& tag, int rank,
                                                        size_t fifo_bytes) {
+  if (const size_t removed = RemoveSegmentsOfDeadCreators()) {
+    LOOM_INFO(log::kInit | log::kShm,
+              "removed %zu shared-memory name(s) in /dev/shm left by ranks that no longer run",
+              removed);
+  }
   std::unique_ptr<ShmContext> ctx(new ShmContext());
   ctx->tag_ = tag;
   ctx->rank_ = rank;
@@ -39,6 +103,7 @@ Result<std::unique_ptr<ShmContext>> ShmContext::Create(const std::string& tag, i
   LOOM_ASSIGN_OR_RETURN(ctx->mailbox_, ShmSegment::Create(ctx->MailboxName(rank), 4096));
   auto* mb = new (ctx->mailbox_.data()) ShmMailbox();
   mb->pid = getpid();
+  mb->pid_ns = PidNamespace();
   mb->magic = kMailboxMagic;
   mb->tsan_keys = NewTsanKeys();
   return ctx;
@@ -97,42 +162,17 @@ Result<std::vector<std::unique_ptr<Connection>>> ShmContext::Connect(
 
 size_t RemoveSegmentsLeftBy(const std::vector<pid_t>& exited) {
   if (exited.empty()) return 0;
-  std::vector<std::string> names;  // in /dev/shm, as readdir gives them
-  if (DIR* dir = opendir("/dev/shm")) {
-    while (const dirent* e = readdir(dir)) {
-      if (std::strncmp(e->d_name, "loom-", 5) == 0) names.emplace_back(e->d_name);
-    }
-    closedir(dir);
-  }
-  // A mailbox, "loom-<tag>-m<rank>", names its creator.
-  std::vector<std::string> tags;
-  for (const std::string& name : names) {
-    const size_t m = name.rfind("-m");
-    if (m == std::string::npos || m + 2 == name.size() ||
-        name.find_first_not_of("0123456789", m + 2) != std::string::npos) {
-      continue;
-    }
-    Result<ShmSegment> seg = ShmSegment::Open("/" + name, 4096);
-    if (!seg.ok()) continue;
-    const auto* mb = static_cast<const ShmMailbox*>(seg->data());
-    const pid_t pid = mb->pid;
-    if (mb->magic != kMailboxMagic ||
-        std::find(exited.begin(), exited.end(), pid) == exited.end() ||
-        (kill(pid, 0) == 0 || errno != ESRCH)) {
-      continue;
-    }
-    tags.push_back(name.substr(0, m + 1));  // "loom-<tag>-"
-  }
-  size_t removed = 0;
-  for (const std::string& name : names) {
-    for (const std::string& prefix : tags) {
-      if (name.compare(0, prefix.size(), prefix) == 0 && shm_unlink(("/" + name).c_str()) == 0) {
-        ++removed;
-        break;
-      }
-    }
-  }
-  return removed;
+  return RemoveSegmentsWhere([&](pid_t pid, uint64_t) {
+    return std::find(exited.begin(), exited.end(), pid) != exited.end() && NotRunning(pid);
+  }, std::chrono::seconds(0));
+}
+
+size_t RemoveSegmentsOfDeadCreators() {
+  const uint64_t ns = PidNamespace();
+  if (ns == 0) return 0;  // no way to tell whose pids these are
+  return RemoveSegmentsWhere([&](pid_t pid, uint64_t pid_ns) {
+    return pid_ns == ns && NotRunning(pid);
+  }, kLeftForAtLeast);
 }
 
 }  // namespace loom

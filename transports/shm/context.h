@@ -61,5 +61,12 @@ class ShmContext {
 // to have ended, such as a launcher's reaped ranks) and whose creator no
 // longer runs. Returns how many names it removed.
 size_t RemoveSegmentsLeftBy(const std::vector<pid_t>& exited);
+// The same for every communicator whose mailbox's creator no longer runs
+// in this process's PID namespace, whoever started it: ShmContext::Create
+// calls it, so what a rank killed with its launcher left is gone once any
+// later communicator starts on the host. A mailbox from another PID
+// namespace (containers sharing /dev/shm) is never judged by its pid, and
+// one written less than 10 s ago is left for later.
+size_t RemoveSegmentsOfDeadCreators();
 
 }  // namespace loom
