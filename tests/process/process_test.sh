@@ -196,6 +196,37 @@ no_shm_leak)
   after=$(ls /dev/shm | grep -c loom || true)
   [ "$after" -le "$before" ] || fail "segments left in /dev/shm: $(ls /dev/shm | grep loom)"
   ;;
+killed_in_setup)
+  # Ranks killed together with their launcher at random moments of startup
+  # (nothing survives to reap them): whatever names they left in /dev/shm,
+  # the next communicator on the host removes once they are 10 s old. The
+  # kills spread over one whole startup's time; some land between the names'
+  # creation and their unlinking (9 of 50 on the development VM).
+  names() { ls /dev/shm | grep '^loom-' | sort; }
+  names >"$tmp/before"
+  took_ms=0  # the quickest of three plain startups: a busy host's slow one would put most kills after the end
+  for _ in 1 2 3; do
+    start=$(date +%s%N)
+    "$LOOM" run -np 3 -- "$FAULT" init >/dev/null 2>&1 || fail "a plain startup failed"
+    ms=$(( ($(date +%s%N) - start) / 1000000 + 1 ))
+    [ "$took_ms" = 0 ] || [ "$ms" -lt "$took_ms" ] && took_ms=$ms
+  done
+  for _ in $(seq 50); do
+    setsid "$LOOM" run -np 3 -- "$FAULT" init >/dev/null 2>&1 &
+    leader=$!
+    sleep "$(awk -v r="$RANDOM" -v t="$took_ms" 'BEGIN { printf "%.3f", (r % t) / 1000 }')"
+    kill -KILL -- "-$leader" 2>/dev/null  # the launcher and its ranks at once
+    wait "$leader" 2>/dev/null
+  done
+  names | comm -13 "$tmp/before" - >"$tmp/stranded"
+  sleep 11
+  "$LOOM" run -np 2 -- "$FAULT" init || fail "a communicator after the kills failed"
+  names | comm -12 "$tmp/stranded" - >"$tmp/kept"
+  echo "names in /dev/shm: $(wc -l <"$tmp/stranded") left by 50 startups of ${took_ms} ms" \
+       "killed at random, $(wc -l <"$tmp/kept") of them after the next communicator"
+  [ -s "$tmp/stranded" ] || fail "no kill landed in setup: nothing was left to remove"
+  [ ! -s "$tmp/kept" ] || fail "names left in /dev/shm: $(cat "$tmp/kept")"
+  ;;
 ipv6)
   # NCCL never uses ::1, so give loopback a routable IPv6 address inside a
   # private network namespace and force sockets over AF_INET6.

@@ -30,13 +30,16 @@ uint64_t PidNamespace() {
   return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
 }
 
-// Removes every name of each communicator whose mailbox `gone` judges left
-// behind (the creator's pid and PID namespace); how many names it removed.
 // A mailbox untouched for less than this is left alone by the sweep of
 // ShmContext::Create: whoever made it may be a moment from being reaped and
 // its names inspected (a launcher, a test), and nothing is lost by waiting.
 constexpr std::chrono::seconds kLeftForAtLeast{10};
 
+// Removes every name of each communicator whose mailbox `gone` judges left
+// behind (the creator's pid and PID namespace); how many names it removed.
+// With a `min_age`, so too a mailbox at least that old that was never
+// finished (its creator was killed before sizing it or writing its magic:
+// no loom of any version leaves one so for a moment longer).
 template <class Gone>
 size_t RemoveSegmentsWhere(Gone gone, std::chrono::seconds min_age) {
   std::vector<std::string> names;  // in /dev/shm, as readdir gives them
@@ -60,9 +63,11 @@ size_t RemoveSegmentsWhere(Gone gone, std::chrono::seconds min_age) {
       continue;
     }
     Result<ShmSegment> seg = ShmSegment::Open("/" + name, 4096);
-    if (!seg.ok()) continue;
-    const auto* mb = static_cast<const ShmMailbox*>(seg->data());
-    if (mb->magic != kMailboxMagic || !gone(mb->pid, mb->pid_ns)) continue;
+    const auto* mb = seg.ok() ? static_cast<const ShmMailbox*>(seg->data()) : nullptr;
+    const bool unfinished = min_age.count() > 0 && (mb == nullptr ? st.st_size < 4096 : mb->magic == 0);
+    if (!unfinished && (mb == nullptr || mb->magic != kMailboxMagic || !gone(mb->pid, mb->pid_ns))) {
+      continue;
+    }
     tags.push_back(name.substr(0, m + 1));  // "loom-<tag>-"
   }
   size_t removed = 0;

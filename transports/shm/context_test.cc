@@ -72,8 +72,14 @@ TEST(ShmTransport, TheNextCommunicatorRemovesWhatADeadRankLeft) {
   EXPECT_TRUE(Exists("/loom-" + tag + "-1-m0"));
   Age("/loom-" + tag + "-1-m0", 60);
   Age("/loom-" + tag + "-2-m0", 60);  // old, but its creator runs: this process
+  // A mailbox its creator never sized (killed between shm_open and ftruncate).
+  const int unsized = shm_open(("/loom-" + tag + "-5-m1").c_str(), O_CREAT | O_RDWR, 0600);
+  ASSERT_GE(unsized, 0);
+  close(unsized);
+  Age("/loom-" + tag + "-5-m1", 60);
   auto later = ShmContext::Create(tag + "-4", 0, 4096);
   ASSERT_TRUE(later.ok()) << later.status().ToString();
+  EXPECT_FALSE(Exists("/loom-" + tag + "-5-m1"));
   EXPECT_FALSE(Exists("/loom-" + tag + "-1-m0"));
   EXPECT_FALSE(Exists("/loom-" + tag + "-1-f0-1"));
   EXPECT_TRUE(Exists("/loom-" + tag + "-2-m0"));
