@@ -11,6 +11,7 @@
 #include <chrono>
 #include <ctime>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <new>
 
@@ -82,7 +83,21 @@ size_t RemoveSegmentsWhere(Gone gone, std::chrono::seconds min_age) {
   return removed;
 }
 
-bool NotRunning(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+// Gone, or a zombie nobody reaps (a launcher killed with its ranks leaves
+// them to an init that may never wait for them).
+bool NotRunning(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[32];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  char buf[512] = {};
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return false;
+  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  // "pid (comm) S ...": the state follows the last ')' (comm may hold one).
+  const char* close = static_cast<const char*>(memrchr(buf, ')', n));
+  return close != nullptr && close + 2 < buf + n && (close[2] == 'Z' || close[2] == 'X');
+}
 }  // namespace
 
 std::string ShmContext::FifoName(int from, int to) const {

@@ -72,6 +72,14 @@ TEST(ShmTransport, TheNextCommunicatorRemovesWhatADeadRankLeft) {
   EXPECT_TRUE(Exists("/loom-" + tag + "-1-m0"));
   Age("/loom-" + tag + "-1-m0", 60);
   Age("/loom-" + tag + "-2-m0", 60);  // old, but its creator runs: this process
+  // A rank that exited but nobody reaped (a zombie) counts as gone.
+  const pid_t zombie = fork();
+  ASSERT_GE(zombie, 0);
+  if (zombie == 0) _exit(ShmContext::Create(tag + "-6", 0, 4096).ok() ? 0 : 1);
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(zombie), &info, WEXITED | WNOWAIT), 0);  // not reaped
+  ASSERT_TRUE(Exists("/loom-" + tag + "-6-m0"));
+  Age("/loom-" + tag + "-6-m0", 60);
   // A mailbox its creator never sized (killed between shm_open and ftruncate).
   const int unsized = shm_open(("/loom-" + tag + "-5-m1").c_str(), O_CREAT | O_RDWR, 0600);
   ASSERT_GE(unsized, 0);
@@ -80,6 +88,8 @@ TEST(ShmTransport, TheNextCommunicatorRemovesWhatADeadRankLeft) {
   auto later = ShmContext::Create(tag + "-4", 0, 4096);
   ASSERT_TRUE(later.ok()) << later.status().ToString();
   EXPECT_FALSE(Exists("/loom-" + tag + "-5-m1"));
+  EXPECT_FALSE(Exists("/loom-" + tag + "-6-m0"));
+  ASSERT_EQ(waitpid(zombie, nullptr, 0), zombie);
   EXPECT_FALSE(Exists("/loom-" + tag + "-1-m0"));
   EXPECT_FALSE(Exists("/loom-" + tag + "-1-f0-1"));
   EXPECT_TRUE(Exists("/loom-" + tag + "-2-m0"));
