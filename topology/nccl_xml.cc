@@ -2,6 +2,7 @@
 #include "topology/nccl_xml.h"
 
 #include <charconv>
+#include <climits>
 #include <cstdlib>
 #include <string>
 
@@ -32,8 +33,10 @@ Status IntAttr(const Element& e, std::string_view key, long def, long* out) {
   const bool hex = v->size() > 2 && (*v)[0] == '0' && ((*v)[1] == 'x' || (*v)[1] == 'X');
   const char* b = v->data() + (hex ? 2 : 0);
   auto [p, ec] = std::from_chars(b, v->data() + v->size(), *out, hex ? 16 : 10);
-  if (ec != std::errc() || p != v->data() + v->size())
-    return Bad(e, std::string(key) + "=\"" + *v + "\" is not an integer");
+  // Every attribute ends up in an int (an index, a count, a rate).
+  if (ec != std::errc() || p != v->data() + v->size() || *out < INT_MIN || *out > INT_MAX) {
+    return Bad(e, std::string(key) + "=\"" + *v + "\" is not an integer that fits an int");
+  }
   return Status::Ok();
 }
 
@@ -180,6 +183,7 @@ class Importer {
     long sm = 0;
     LOOM_TRY(IntAttr(e, "dev", static_cast<long>(t_.OfKind(NodeKind::kGpu).size()), &dev));
     LOOM_TRY(IntAttr(e, "sm", 0, &sm));
+    if (dev < 0) return Bad(e, "dev=\"" + std::to_string(dev) + "\" is not a GPU index (0 or more)");
     n.kind = NodeKind::kGpu;
     n.id = "gpu" + std::to_string(dev);
     n.gpu_index = static_cast<int>(dev);

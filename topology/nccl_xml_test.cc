@@ -110,6 +110,16 @@ TEST(NcclXmlTest, RejectsBadDocuments) {
   EXPECT_FALSE(ParseNcclTopoXml("<system><cpu numaid=\"x\"/></system>").ok());
   EXPECT_FALSE(ParseNcclTopoXml("<system><cpu numaid=\"0\"/><cpu numaid=\"0\"/></system>").ok());
   EXPECT_FALSE(ParseNcclTopoXml("<system><cpu><pci busid=\"zz\" class=\"0x060400\"/></cpu></system>").ok());
+  // Numbers that fit no int, and negative GPU indices, are refused (a fuzzer
+  // found dev="80000000000007" accepted, then refused by the JSON loader).
+  for (const char* dev : {"80000000000007", "-1", "0x100000000"}) {
+    const std::string doc = std::string("<system><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\" "
+                                        "class=\"0x030200\"><gpu dev=\"") +
+                            dev + "\" sm=\"80\"/></pci></cpu></system>";
+    auto bad = ParseNcclTopoXml(doc);
+    ASSERT_FALSE(bad.ok()) << dev;
+    EXPECT_NE(bad.status().message().find("dev="), std::string::npos) << bad.status().message();
+  }
   auto r = ParseNcclTopoXml("<system>\n<cpu>\n<nic><net dev=\"0\"/></nic></cpu></system>");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("line 3"), std::string::npos) << r.status().message();
