@@ -105,6 +105,21 @@ TEST(NcclXmlTest, GpuToGpuNvLinksAreKeptOnce) {
   EXPECT_EQ(smp.bw_gbs, 16);  // AMD Infinity Fabric, as NCCL counts it
 }
 
+// Whatever the import accepts, loom's own format dumps and reads back (the
+// fuzz target's rule): here every integer at the edges of an int.
+TEST(NcclXmlTest, IntegersAtTheEdgesOfAnIntRoundTrip) {
+  const std::string doc =
+      "<system><cpu numaid=\"2147483647\"><pci busid=\"0000:01:00.0\" class=\"0x030200\">"
+      "<gpu dev=\"2147483647\" sm=\"2147483647\"/></pci><pci busid=\"0000:02:00.0\" "
+      "class=\"0x020700\"><nic><net name=\"mlx5_0\" port=\"2147483647\" speed=\"2147483647\"/>"
+      "</nic></pci></cpu><cpu numaid=\"-2147483648\"/></system>";
+  auto t = ParseNcclTopoXml(doc);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  auto back = ParseTopologyJson(DumpTopologyJson(*t));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(DumpTopologyJson(*back), DumpTopologyJson(*t));
+}
+
 TEST(NcclXmlTest, RejectsBadDocuments) {
   EXPECT_FALSE(ParseNcclTopoXml("<graphs/>").ok());
   EXPECT_FALSE(ParseNcclTopoXml("<system><cpu numaid=\"x\"/></system>").ok());

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <initializer_list>
@@ -42,8 +43,10 @@ class MemberReader {
 
   Status Int(int* out) const {
     const json::Value& v = m_.second;
-    if (!v.is_number() || std::floor(v.number()) != v.number() || std::fabs(v.number()) > 1e9)
-      return Bad("an integer");
+    // The whole range of an int, so that whatever a Topology holds dumps and reads back.
+    if (!v.is_number() || std::floor(v.number()) != v.number() || v.number() < INT_MIN ||
+        v.number() > INT_MAX)
+      return Bad("an integer that fits an int");
     *out = static_cast<int>(v.number());
     return Status::Ok();
   }
