@@ -362,8 +362,10 @@ void CachedCall(std::vector<CachedRank>& ranks, int me, size_t bytes, CachedPatt
 // process may use fewer than 2 cores.
 std::vector<std::vector<int>> RankCores() {
   using namespace loom::tools;
-  auto bindings = Bindings(BindTo::kCore, 2, CoresOf(AllowedCpus(), CoreCpusList));
-  return bindings.ok() ? bindings.value() : std::vector<std::vector<int>>{};
+  const std::vector<int> allowed = AllowedCpus();
+  auto placement = Bindings(BindTo::kCore, 2, GroupCpus(allowed, CoreCpusList),
+                            GroupCpus(allowed, NumaNodeOf));
+  return placement.ok() ? placement->cpus : std::vector<std::vector<int>>{};
 }
 
 void BindThread(const std::vector<int>& cpus) {

@@ -1,5 +1,5 @@
 // `loom run --bind-to`: grouping the CPUs this process may use into cores and
-// giving each rank one. Pure functions apart from AllowedCpus/CoreCpusList,
+// NUMA nodes and placing each rank on them. Pure functions apart from AllowedCpus/CoreCpusList,
 // which read this process's affinity and sysfs.
 #pragma once
 
@@ -11,10 +11,11 @@
 
 namespace loom::tools {
 
-// --bind-to, as mpirun spells it: a core per rank, or no binding (the default:
-// bound, a rank's communicator thread shares its core, which made the
-// non-blocking 2-rank 32 KiB all-gather 3-5x slower; docs/TOOLS.md).
-enum class BindTo { kNone, kCore };
+// --bind-to. kAuto (the default) binds as mpirun does by default: a core per
+// rank when the ranks fit the cores, else the CPUs of a NUMA node per rank
+// (ranks in blocks, so neighbours share a node) where there are several,
+// else none. kCore insists on a core per rank; kNone leaves ranks unbound.
+enum class BindTo { kAuto, kCore, kNone };
 
 // The CPUs this process may run on (sched_getaffinity), ascending; empty
 // when the call fails.
@@ -24,15 +25,29 @@ std::vector<int> AllowedCpus();
 // where sysfs says nothing (then every CPU counts as a core).
 std::string CoreCpusList(int cpu);
 
-// The CPUs of each core in `allowed` (this process's affinity), in the order
-// of their first CPU; `core_of(cpu)` names a CPU's core (sysfs
-// core_cpus_list in Launch; any key that is equal for CPUs of one core).
-std::vector<std::vector<int>> CoresOf(const std::vector<int>& allowed,
-                                      const std::function<std::string(int)>& core_of);
+// A CPU's NUMA node as sysfs names it ("node1"); "node0" where sysfs says nothing.
+std::string NumaNodeOf(int cpu);
 
-// The CPUs each rank is bound to (empty: not bound): with kCore rank r gets
-// core r, and fewer cores than ranks is an error naming both counts.
-Result<std::vector<std::vector<int>>> Bindings(BindTo bind_to, int num_ranks,
-                                               const std::vector<std::vector<int>>& cores);
+// The CPUs of `allowed` (this process's affinity) grouped by `key_of(cpu)`,
+// in the order of each group's first CPU: cores with CoreCpusList, NUMA
+// nodes with NumaNodeOf.
+std::vector<std::vector<int>> GroupCpus(const std::vector<int>& allowed,
+                                        const std::function<std::string(int)>& key_of);
+
+// Where each rank runs: its CPUs (empty: not bound), and one line for the
+// user when the choice is not the plain core per rank (empty otherwise).
+struct Placement {
+  std::vector<std::vector<int>> cpus;
+  std::string note;
+};
+
+// The placement of `num_ranks` ranks on `cores` and `numa_nodes` (each a
+// list of CPUs, from GroupCpus). kCore with fewer cores than ranks is an
+// error naming both counts.
+Result<Placement> Bindings(BindTo bind_to, int num_ranks, const std::vector<std::vector<int>>& cores,
+                           const std::vector<std::vector<int>>& numa_nodes);
+
+// "0-3,8" for {0,1,2,3,8}: the cpulist form of a sorted list of CPUs.
+std::string CpuListString(const std::vector<int>& cpus);
 
 }  // namespace loom::tools

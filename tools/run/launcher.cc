@@ -22,6 +22,7 @@
 #include <cstring>
 #include <utility>
 
+#include "base/log.h"
 #include "transports/shm/context.h"
 
 extern char** environ;
@@ -618,11 +619,19 @@ int Launch(const LaunchOptions& options) {
     return kExitLaunchError;
   }
 
-  Result<std::vector<std::vector<int>>> bindings =
-      Bindings(options.bind_to, options.num_ranks, CoresOf(AllowedCpus(), CoreCpusList));
-  if (!bindings.ok()) {
-    Complain(bindings.status().message());
+  const std::vector<int> allowed = AllowedCpus();
+  Result<Placement> placement = Bindings(options.bind_to, options.num_ranks,
+                                         GroupCpus(allowed, CoreCpusList),
+                                         GroupCpus(allowed, NumaNodeOf));
+  if (!placement.ok()) {
+    Complain(placement.status().message());
     return kExitLaunchError;
+  }
+  if (!placement->note.empty()) Complain(placement->note);
+  for (int r = 0; r < options.num_ranks; ++r) {
+    const std::vector<int>& cpus = placement->cpus[static_cast<size_t>(r)];
+    LOOM_INFO(log::kInit, "loom run: rank %d %s", r,
+              cpus.empty() ? "not bound" : ("bound to CPUs " + CpuListString(cpus)).c_str());
   }
 
   SignalScope signals;
@@ -633,7 +642,7 @@ int Launch(const LaunchOptions& options) {
   Job job(options, signals);
   for (int r = 0; r < options.num_ranks; ++r) {
     if (!job.Start(r, *path, envs[static_cast<size_t>(r)], &devnull,
-                   bindings.value()[static_cast<size_t>(r)])) {
+                   placement->cpus[static_cast<size_t>(r)])) {
       break;
     }
   }

@@ -164,29 +164,56 @@ TEST(ParseRunArgs, ExtraEnvironment) {
 }
 
 TEST(ParseRunArgs, BindTo) {
-  EXPECT_EQ(Parse({"-np", "1", "true"})->bind_to, BindTo::kNone);
+  EXPECT_EQ(Parse({"-np", "1", "true"})->bind_to, BindTo::kAuto);
   EXPECT_EQ(Parse({"-np", "1", "--bind-to", "core", "true"})->bind_to, BindTo::kCore);
   EXPECT_EQ(Parse({"-np", "1", "--bind-to=none", "true"})->bind_to, BindTo::kNone);
-  EXPECT_NE(ParseError({"-np", "1", "--bind-to", "socket", "true"}).find("core or none"),
+  EXPECT_EQ(Parse({"-np", "1", "--bind-to=auto", "true"})->bind_to, BindTo::kAuto);
+  EXPECT_NE(ParseError({"-np", "1", "--bind-to", "socket", "true"}).find("auto, core or none"),
             std::string::npos);
 }
 
-TEST(Bindings, CoresGroupHardwareThreadsInOrderOfFirstCpu) {
+using Cpus = std::vector<std::vector<int>>;
+
+TEST(Bindings, GroupsOfCpusInOrderOfFirstCpu) {
   // CPUs 0 and 2 share core "a", 1 and 3 core "b"; CPU 4 is alone.
   auto key = [](int cpu) { return cpu == 4 ? std::string("c") : std::string(cpu % 2 ? "b" : "a"); };
-  std::vector<std::vector<int>> cores = CoresOf({0, 1, 2, 3, 4}, key);
-  EXPECT_EQ(cores, (std::vector<std::vector<int>>{{0, 2}, {1, 3}, {4}}));
-  EXPECT_EQ(CoresOf({3, 4}, key), (std::vector<std::vector<int>>{{3}, {4}}));
+  EXPECT_EQ(GroupCpus({0, 1, 2, 3, 4}, key), (Cpus{{0, 2}, {1, 3}, {4}}));
+  EXPECT_EQ(GroupCpus({3, 4}, key), (Cpus{{3}, {4}}));
+  EXPECT_EQ(CpuListString({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
+  EXPECT_EQ(CpuListString({}), "");
+}
 
-  Result<std::vector<std::vector<int>>> two = Bindings(BindTo::kCore, 2, cores);
-  ASSERT_TRUE(two.ok());
-  EXPECT_EQ(*two, (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
-  Result<std::vector<std::vector<int>>> none = Bindings(BindTo::kNone, 2, cores);
+TEST(Bindings, CorePerRankWhenTheRanksFit) {
+  const Cpus cores = {{0, 2}, {1, 3}, {4}};
+  const Cpus numa = {{0, 1, 2, 3, 4}};
+  for (BindTo b : {BindTo::kAuto, BindTo::kCore}) {
+    Result<Placement> two = Bindings(b, 2, cores, numa);
+    ASSERT_TRUE(two.ok());
+    EXPECT_EQ(two->cpus, (Cpus{{0, 2}, {1, 3}}));
+    EXPECT_EQ(two->note, "");
+  }
+  Result<Placement> none = Bindings(BindTo::kNone, 2, cores, numa);
   ASSERT_TRUE(none.ok());
-  EXPECT_EQ(*none, (std::vector<std::vector<int>>{{}, {}}));
-  Result<std::vector<std::vector<int>>> over = Bindings(BindTo::kCore, 4, cores);
-  ASSERT_FALSE(over.ok());
-  EXPECT_NE(over.status().message().find("4 ranks but only 3 cores"), std::string::npos);
+  EXPECT_EQ(none->cpus, (Cpus{{}, {}}));
+}
+
+TEST(Bindings, MoreRanksThanCores) {
+  const Cpus cores = {{0}, {1}, {2}, {3}};
+  Result<Placement> strict = Bindings(BindTo::kCore, 5, cores, {{0, 1, 2, 3}});
+  ASSERT_FALSE(strict.ok());
+  EXPECT_NE(strict.status().message().find("5 ranks but only 4 cores"), std::string::npos);
+
+  // One NUMA node: unbound, said once.
+  Result<Placement> flat = Bindings(BindTo::kAuto, 5, cores, {{0, 1, 2, 3}});
+  ASSERT_TRUE(flat.ok());
+  EXPECT_EQ(flat->cpus, (Cpus(5)));
+  EXPECT_NE(flat->note.find("5 ranks but only 4 cores: ranks are not bound"), std::string::npos);
+
+  // Two NUMA nodes: ranks in blocks, neighbours on one node.
+  Result<Placement> numa = Bindings(BindTo::kAuto, 6, cores, {{0, 1}, {2, 3}});
+  ASSERT_TRUE(numa.ok());
+  EXPECT_EQ(numa->cpus, (Cpus{{0, 1}, {0, 1}, {0, 1}, {2, 3}, {2, 3}, {2, 3}}));
+  EXPECT_NE(numa->note.find("NUMA"), std::string::npos);
 }
 
 TEST(ParseRunArgs, TagOutputAndOutputDirExclude) {

@@ -120,12 +120,15 @@ Result<LaunchOptions> ParseRunArgs(int argc, char** argv) {
       LOOM_ASSIGN_OR_RETURN(o.kill_grace_ms, ParseInt(name, v, 0, 3600 * 1000));
     } else if (name == "--bind-to") {
       LOOM_ASSIGN_OR_RETURN(std::string_view v, value());
-      if (v == "core") {
+      if (v == "auto") {
+        o.bind_to = BindTo::kAuto;
+      } else if (v == "core") {
         o.bind_to = BindTo::kCore;
       } else if (v == "none") {
         o.bind_to = BindTo::kNone;
       } else {
-        return InvalidArgument("--bind-to: expected core or none, got '" + std::string(v) + "'");
+        return InvalidArgument("--bind-to: expected auto, core or none, got '" + std::string(v) +
+                               "'");
       }
     } else if (name == "--timeout") {
       LOOM_ASSIGN_OR_RETURN(std::string_view v, value());
@@ -157,8 +160,10 @@ options:
   --output-dir DIR     write rank R's stdout/stderr to DIR/rank.R.out and .err
   --timeout SECONDS    kill the job after this wall time (exit 124)
   --kill-grace-ms MS   wait between SIGTERM and SIGKILL (default 3000)
-  --bind-to core|none  bind rank r to the r-th core (all its hardware threads)
-                       or not at all (default none)
+  --bind-to auto|core|none
+                       auto (default): rank r on the r-th core (all its hardware
+                       threads) when the ranks fit the cores, else on a NUMA
+                       node's CPUs; core: a core each or fail; none: unbound
   --root-host HOST     host in LOOM_ROOT (default 127.0.0.1)
   --root-port PORT     port in LOOM_ROOT (default: a free port)
   -h, --help           this text

@@ -27,7 +27,7 @@ struct LaunchOptions {
   int root_port = 0;                    // --root-port; 0 = pick a free port
   int kill_grace_ms = 3000;             // --kill-grace-ms: SIGTERM -> SIGKILL delay
   double timeout_s = 0;                 // --timeout; 0 = no limit
-  BindTo bind_to = BindTo::kNone;       // --bind-to
+  BindTo bind_to = BindTo::kAuto;       // --bind-to
 };
 
 // Parses `run [options] [--] cmd args...`; argv[0] is the subcommand name
