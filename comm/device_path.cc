@@ -94,6 +94,14 @@ cuda::DeviceOps* DefaultDeviceOps() {
 #endif
 }
 
+std::string GpuSummary() {
+#if LOOM_HAVE_CUDA
+  return cuda::DeviceSummary();
+#else
+  return "none: built without CUDA";
+#endif
+}
+
 void SetDeviceOpsForTesting(cuda::DeviceOps* ops) { g_test_ops.store(ops); }
 
 // One pinned staging block and the events of the op on one stream that uses

@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "collectives/algos/algorithms.h"
@@ -70,6 +71,10 @@ struct StagedOp;
 // the CUDA runtime's when built with CUDA and a device is visible, else none
 // (then every buffer is host memory and the path costs one null check).
 cuda::DeviceOps* DefaultDeviceOps();
+
+// The GPUs this process sees, in a line: "2 device(s) visible", why none
+// is, or that the build has no CUDA.
+std::string GpuSummary();
 // Tests: communicators created after this call use `ops` (nullptr restores
 // the default). `ops` must outlive those communicators.
 void SetDeviceOpsForTesting(cuda::DeviceOps* ops);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/params.h"
+#include "comm/device_path.h"
 #include "comm/fingerprint.h"
 #include "loom/loom.hpp"
 #include "tools/commands.h"
@@ -55,7 +56,8 @@ int InfoMain(int argc, char** argv) {
     std::printf("loom %s (NCCL-compatible API: loom/nccl.h, libloom_nccl.so)\n", Version());
     std::printf("build:\n");
     for (auto& [k, v] : BuildOptions()) std::printf("  %-16s %s\n", k.c_str(), v.empty() ? "-" : v.c_str());
-    std::printf("transports: shm (same host, POSIX shared memory), tcp (sockets)\n\n");
+    std::printf("transports: shm (same host, POSIX shared memory), tcp (sockets)\n");
+    std::printf("gpus: %s\n\n", GpuSummary().c_str());
   }
   PrintParams();
   return 0;

@@ -120,7 +120,18 @@ Result<JobSpec> MakeJobSpec(const Topology& t, int hosts, int ranks_per_host,
   JobSpec job;
   job.hosts = std::max(hosts, 1);
   const int gpus = static_cast<int>(t.OfKind(NodeKind::kGpu).size());
-  job.ranks_per_host = ranks_per_host > 0 ? ranks_per_host : std::max(gpus, 1);
+  int cores = 0;
+  for (int n : t.OfKind(NodeKind::kNuma)) cores += t.nodes[static_cast<size_t>(n)].cores;
+  if (ranks_per_host > 0) {
+    job.ranks_per_host = ranks_per_host;
+  } else if (gpus > 0) {
+    job.ranks_per_host = gpus;
+    job.ranks_note = "one rank per GPU";
+  } else {
+    // A CPU-only host runs a rank per core, as `loom run` binds them.
+    job.ranks_per_host = std::max(cores, 1);
+    job.ranks_note = cores > 0 ? "one rank per core: no GPUs" : "no GPUs, and the cores are unknown";
+  }
   job.links = topology::LinkCostsFor(t, job.ranks_per_host);
   LOOM_ASSIGN_OR_RETURN(job.filter, AlgoFilter::Parse(nccl_algo));
   LOOM_ASSIGN_OR_RETURN(job.tune, TuneTable::Parse(loom_tune));
@@ -203,10 +214,12 @@ std::string RenderText(const Topology& t, const std::string& source, const JobSp
 
   const topology::HostLinkCosts& l = job.links;
   out += Format(
-      "\nAll-reduce on %d host(s) x %d rank(s): intra %.1f GB/s %.1f us, network %.1f GB/s per "
+      "\nAll-reduce on %d host(s) x %d rank(s)%s: intra %.1f GB/s %.1f us, network %.1f GB/s per "
       "host %.1f us%s\n",
-      job.hosts, job.ranks_per_host, l.intra.bandwidth_gbs, l.intra.latency_us,
-      l.inter.bandwidth_gbs, l.inter.latency_us, KnobsNote(job).c_str());
+      job.hosts, job.ranks_per_host,
+      job.ranks_note.empty() ? "" : (" (" + job.ranks_note + "; --ranks-per-host to change)").c_str(),
+      l.intra.bandwidth_gbs, l.intra.latency_us, l.inter.bandwidth_gbs, l.inter.latency_us,
+      KnobsNote(job).c_str());
   const CostModel model = ModelOf(job);
   const std::vector<Algo> algos = ModeledAlgos();
   std::vector<Choice> choices;

@@ -27,10 +27,11 @@ struct JobSpec {
   TuneTable tune;         // LOOM_TUNE
   std::string nccl_algo;  // the two knobs as given, for the report
   std::string loom_tune;
+  std::string ranks_note;  // how ranks_per_host was chosen when not given
 };
 
-// `hosts` (>= 1) hosts like `t`; `ranks_per_host` 0 means one per GPU (at
-// least 1). `nccl_algo` and `loom_tune` use the grammars of NCCL_ALGO and
+// `hosts` (>= 1) hosts like `t`; `ranks_per_host` 0 means one per GPU, or
+// one per core on a host without GPUs (at least 1). `nccl_algo` and `loom_tune` use the grammars of NCCL_ALGO and
 // LOOM_TUNE; a malformed one is the InvalidArgument the communicator would
 // fail with.
 Result<JobSpec> MakeJobSpec(const topology::Topology& t, int hosts, int ranks_per_host,

@@ -148,7 +148,9 @@ TEST(AlgorithmTableTest, MalformedKnobsFailAsTheCommunicatorWould) {
   // Awkward shapes are clamped, not rejected.
   const JobSpec job = MakeJobSpec(t, 0, 0, "", "").value();
   EXPECT_EQ(job.hosts, 1);
-  EXPECT_EQ(job.ranks_per_host, 1);  // no GPUs: one rank
+  EXPECT_EQ(job.ranks_per_host, 16);  // no GPUs: a rank per core
+  EXPECT_EQ(job.ranks_note, "one rank per core: no GPUs");
+  EXPECT_EQ(MakeJobSpec(t, 1, 3, "", "")->ranks_note, "");  // given, so nothing to say
 }
 
 // "8 B", "32 KiB", "1 GiB" -> bytes.

@@ -19,19 +19,34 @@ Status CudaStatus(cudaError_t err, const std::string& call) {
 
 namespace {
 
-int QueryDeviceCount() {
-  int n = 0;
-  const cudaError_t err = cudaGetDeviceCount(&n);
+struct DeviceQuery {
+  int count = 0;
+  std::string summary;
+};
+
+DeviceQuery QueryDeviceCount() {
+  DeviceQuery q;
+  const cudaError_t err = cudaGetDeviceCount(&q.count);
   if (err != cudaSuccess) {
     // No driver, no device, a stub libcuda or a too-old driver: all mean
     // "no GPU here" to loom. The runtime keeps the error as its last one.
     (void)cudaGetLastError();
-    LOOM_INFO(log::kInit, "CUDA: no usable device (%s: %s); device buffers are unavailable",
-              cudaGetErrorName(err), cudaGetErrorString(err));
-    return 0;
+    q.count = 0;
+    q.summary = std::string("no usable device (") + cudaGetErrorName(err) + ": " +
+                cudaGetErrorString(err) + ")";
+    LOOM_INFO(log::kInit, "CUDA: %s; device buffers are unavailable", q.summary.c_str());
+    return q;
   }
-  LOOM_INFO(log::kInit, "CUDA: %d device(s) visible", n);
-  return n;
+  q.summary = std::to_string(q.count) + " device(s) visible";
+  LOOM_INFO(log::kInit, "CUDA: %s", q.summary.c_str());
+  return q;
+}
+
+// Devices do not come and go within a process (CUDA_VISIBLE_DEVICES is read
+// once at initialisation), so one query is enough; C++ makes it thread-safe.
+const DeviceQuery& Devices() {
+  static const DeviceQuery q = QueryDeviceCount();
+  return q;
 }
 
 // Errors cudaPointerGetAttributes returns for a pointer that is plain host
@@ -51,12 +66,9 @@ bool MeansHostMemory(cudaError_t err) {
 
 }  // namespace
 
-int DeviceCount() {
-  // Devices do not come and go within a process (CUDA_VISIBLE_DEVICES is read
-  // once at initialisation), so one query is enough; C++ makes it thread-safe.
-  static const int count = QueryDeviceCount();
-  return count;
-}
+int DeviceCount() { return Devices().count; }
+
+std::string DeviceSummary() { return Devices().summary; }
 
 const char* MemoryKindName(MemoryKind kind) {
   switch (kind) {

@@ -33,6 +33,10 @@ Status CudaStatus(cudaError_t err, const std::string& call);
 // later cudaGetLastError does not see it. Thread-safe, does not block.
 int DeviceCount();
 
+// "2 device(s) visible", or why none is ("no usable device
+// (cudaErrorNoDevice: ...)"): what `loom info` prints.
+std::string DeviceSummary();
+
 // Where a pointer points, as cudaPointerGetAttributes says. kHost covers
 // both plain (unregistered) host memory and pointers the runtime does not
 // know; kPinnedHost is cudaMallocHost / cudaHostRegister memory.
