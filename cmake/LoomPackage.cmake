@@ -1,0 +1,25 @@
+# `cpack -G DEB` in the build directory: loom_<version>_<arch>.deb with what
+# `cmake --install` puts under /usr (the CLI, libloom.so, libloom_nccl.so,
+# NCCL's names for it, headers, CMake and pkg-config files, man pages, bash
+# completion). Depends: comes from dpkg-shlibdeps, so it names the runtime
+# libraries the binaries link and nothing else. The PyTorch extension
+# (component `torch`) stays out: it would make the package depend on PyTorch.
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME loom)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_CONTACT "loom developers <loom@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+    "collective communication runtime with NCCL's API (host and CUDA buffers)")
+set(CPACK_PACKAGE_DESCRIPTION
+    "loom runs all-reduce and the other collectives between processes over shared memory, TCP, UCX, InfiniBand verbs and CUDA IPC. It provides NCCL's C API (libloom_nccl.so, also as libnccl.so.2 under /usr/lib/loom/nccl), a C++ API (libloom.so), and the loom command: run, perf, topo, doctor, info.")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION net)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# Every component but `torch`, in one package.
+get_cmake_property(_loom_components COMPONENTS)
+list(REMOVE_ITEM _loom_components torch)
+set(CPACK_COMPONENTS_ALL ${_loom_components})
+set(CPACK_DEB_COMPONENT_INSTALL OFF)
+set(CPACK_COMPONENTS_GROUPING ALL_COMPONENTS_IN_ONE)
+include(CPack)
