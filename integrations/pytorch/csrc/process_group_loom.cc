@@ -25,9 +25,18 @@ void Check(const loom::Status& s, const char* what) {
 void CheckTensor(const at::Tensor& t, const char* opname) {
   TORCH_CHECK(t.layout() == at::kStrided, "loom: ", opname, " takes dense (strided) tensors, got ",
               t.layout());
-  TORCH_CHECK(t.device().is_cpu(), "loom: ", opname, " got a tensor on ", t.device(),
-              "; loom_torch moves CPU tensors only (device tensors through loom's stream API "
-              "are not implemented; move the tensor to the CPU or use the nccl backend)");
+  TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda(), "loom: ", opname, " got a tensor on ",
+              t.device(), "; loom_torch moves CPU and CUDA tensors");
+}
+
+// CUDA tensors take the device path (OnDevice), CPU tensors the host one.
+bool OnCuda(const at::Tensor& t) { return t.device().is_cuda(); }
+
+// Loom reads and writes a device tensor in place, so it must be dense in
+// memory, as with the nccl backend.
+const at::Tensor& Contiguous(const at::Tensor& t, const char* opname) {
+  TORCH_CHECK(t.is_contiguous(), "loom: ", opname, ": CUDA tensors must be contiguous");
+  return t;
 }
 
 const at::Tensor& One(const std::vector<at::Tensor>& ts, const char* opname) {
@@ -204,6 +213,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::broadcast(std::vector<at::Tenso
   const at::Tensor& t = One(tensors, "broadcast");
   CheckRank(opts.rootRank, size_, "root", "broadcast");
   TORCH_CHECK(opts.rootTensor == 0, "loom: broadcast: rootTensor must be 0 (one tensor a process)");
+  if (OnCuda(t)) {
+    const at::Tensor d = Contiguous(t, "broadcast");
+    const LoomView v = MoveView(d);
+    const int root = static_cast<int>(opts.rootRank);
+    return OnDevice(c10d::OpType::BROADCAST, "loom:broadcast", tensors, tensors,
+                    [this, d, v, root](loom::GpuStream s) {
+                      return comm_->Broadcast(d.data_ptr(), d.data_ptr(), v.count, v.type, root, s);
+                    });
+  }
   auto copies = std::make_shared<CopyBacks>();
   at::Tensor flat = copies->InPlace(t);
   const LoomView v = MoveView(flat);
@@ -222,6 +240,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduce(std::vector<at::Tenso
   if (tensors.front().layout() == at::kSparse) return SparseAllreduce(tensors.front(), opts);
   const at::Tensor& t = One(tensors, "allreduce");
   const LoomReduction r = ReductionFor(t, opts.reduceOp, "allreduce");
+  if (OnCuda(t)) {
+    const at::Tensor d = Contiguous(t, "allreduce");
+    return OnDevice(c10d::OpType::ALLREDUCE, "loom:all_reduce", tensors, tensors,
+                    [this, d, r](loom::GpuStream s) {
+                      return comm_->AllReduce(d.data_ptr(), d.data_ptr(), r.view.count,
+                                              r.view.type, r.op, s);
+                    });
+  }
   auto copies = std::make_shared<CopyBacks>();
   at::Tensor flat = copies->InPlace(t);
   auto work = NewWork(c10d::OpType::ALLREDUCE, "loom:all_reduce", tensors);
@@ -237,6 +263,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduce_coalesced(
   TORCH_CHECK(!tensors.empty(), "loom: allreduce_coalesced needs at least one tensor");
   for (const at::Tensor& t : tensors) CheckTensor(t, "allreduce_coalesced");
   CheckSameDtype(tensors, "allreduce_coalesced");
+  if (OnCuda(tensors.front())) {
+    (void)ReductionFor(tensors.front(), opts.reduceOp, "allreduce_coalesced");  // refuses here
+    const c10d::ReduceOp op = opts.reduceOp;
+    return OnDevice(c10d::OpType::ALLREDUCE_COALESCED, "loom:all_reduce_coalesced", tensors, tensors,
+                    [this, tensors, op](loom::GpuStream s) {
+                      // The concatenation and the copies back run on the current stream too.
+                      at::Tensor flat = Concat(tensors);
+                      const LoomReduction r = ReductionFor(flat, op, "allreduce_coalesced");
+                      const loom::Status st = comm_->AllReduce(flat.data_ptr(), flat.data_ptr(),
+                                                               r.view.count, r.view.type, r.op, s);
+                      if (st.ok()) Unpack(flat, tensors);
+                      return st;
+                    });
+  }
   at::Tensor flat = Concat(tensors);
   const LoomReduction r = ReductionFor(flat, opts.reduceOp, "allreduce_coalesced");
   auto work = NewWork(c10d::OpType::ALLREDUCE_COALESCED, "loom:all_reduce_coalesced", tensors);
@@ -253,6 +293,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce(std::vector<at::Tensor>&
   CheckRank(opts.rootRank, size_, "root", "reduce");
   TORCH_CHECK(opts.rootTensor == 0, "loom: reduce: rootTensor must be 0 (one tensor a process)");
   const LoomReduction r = ReductionFor(t, opts.reduceOp, "reduce");
+  if (OnCuda(t)) {
+    const at::Tensor d = Contiguous(t, "reduce");
+    const int root = static_cast<int>(opts.rootRank);
+    return OnDevice(c10d::OpType::REDUCE, "loom:reduce", tensors, tensors,
+                    [this, d, r, root](loom::GpuStream s) {
+                      return comm_->Reduce(d.data_ptr(), d.data_ptr(), r.view.count, r.view.type,
+                                           r.op, root, s);
+                    });
+  }
   auto copies = std::make_shared<CopyBacks>();
   at::Tensor flat = copies->InPlace(t);
   auto work = NewWork(c10d::OpType::REDUCE, "loom:reduce", tensors);
@@ -278,6 +327,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather(
                 "loom: allgather: every output must have the input's numel and dtype (",
                 in.numel(), ", ", in.scalar_type(), "), got ", o.numel(), ", ", o.scalar_type());
   }
+  if (OnCuda(in)) {
+    const at::Tensor d = Contiguous(in, "allgather");
+    const int size = size_;
+    return OnDevice(c10d::OpType::ALLGATHER, "loom:all_gather", inputs, outs,
+                    [this, d, outs, size](loom::GpuStream s) {
+                      at::Tensor flat = at::empty({static_cast<int64_t>(size) * d.numel()},
+                                                  d.options());
+                      const LoomView v = MoveView(d);
+                      const loom::Status st =
+                          comm_->AllGather(d.data_ptr(), flat.data_ptr(), v.count, v.type, s);
+                      if (st.ok()) Unpack(flat, outs);
+                      return st;
+                    });
+  }
   at::Tensor src = in.contiguous();
   at::Tensor flat = at::empty({static_cast<int64_t>(size_) * in.numel()},
                               in.options().memory_format(at::MemoryFormat::Contiguous));
@@ -299,6 +362,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::_allgather_base(
               "loom: _allgather_base: the output must hold world_size (", size_,
               ") times the input's elements of its dtype; got input ", input.numel(), " ",
               input.scalar_type(), ", output ", output.numel(), " ", output.scalar_type());
+  if (OnCuda(input)) {
+    const at::Tensor in = Contiguous(input, "_allgather_base");
+    const at::Tensor out = Contiguous(output, "_allgather_base");
+    const LoomView v = MoveView(in);
+    return OnDevice(c10d::OpType::_ALLGATHER_BASE, "loom:_all_gather_base", {input}, {output},
+                    [this, in, out, v](loom::GpuStream s) {
+                      return comm_->AllGather(in.data_ptr(), out.data_ptr(), v.count, v.type, s);
+                    });
+  }
   auto copies = std::make_shared<CopyBacks>();
   at::Tensor src = input.contiguous();
   at::Tensor dst = copies->Output(output);
@@ -332,6 +404,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather_coalesced(
       outs.push_back(list[j]);
     }
   }
+  if (OnCuda(inputs.front())) {
+    const int size = size_;
+    return OnDevice(c10d::OpType::ALLGATHER_COALESCED, "loom:all_gather_coalesced", inputs, outs,
+                    [this, inputs, outs, size](loom::GpuStream s) {
+                      at::Tensor src = Concat(inputs);
+                      at::Tensor flat = at::empty({src.numel() * size}, src.options());
+                      const LoomView v = MoveView(src);
+                      const loom::Status st =
+                          comm_->AllGather(src.data_ptr(), flat.data_ptr(), v.count, v.type, s);
+                      if (st.ok()) Unpack(flat, outs);
+                      return st;
+                    });
+  }
   at::Tensor src = Concat(inputs);
   at::Tensor flat = at::empty({src.numel() * size_}, src.options());
   const LoomView v = MoveView(src);
@@ -349,6 +434,30 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::gather(
   const at::Tensor& in = One(inputs, "gather");
   CheckRank(opts.rootRank, size_, "root", "gather");
   const int root = static_cast<int>(opts.rootRank);
+  if (OnCuda(in)) {
+    const at::Tensor d = Contiguous(in, "gather");
+    std::vector<at::Tensor> sends(size_), recvs(size_);
+    std::vector<at::Tensor> outs;
+    if (rank_ != root) {
+      TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs.front().empty()),
+                  "loom: gather: only the root (", root, ") passes output tensors");
+      sends[root] = d;
+    } else {
+      TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs.front().size()) == size_,
+                  "loom: gather: the root needs one list of ", size_, " output tensors");
+      outs = outputs.front();
+      for (int r = 0; r < size_; ++r) {
+        TORCH_CHECK(outs[r].numel() == d.numel() && outs[r].scalar_type() == d.scalar_type(),
+                    "loom: gather: every output must have the input's numel and dtype");
+        if (r != root) recvs[r] = Contiguous(outs[r], "gather");
+      }
+    }
+    return OnDevice(c10d::OpType::GATHER, "loom:gather", inputs, outs,
+                    [this, d, sends, recvs, outs, root](loom::GpuStream s) {
+                      if (!outs.empty()) outs[root].copy_(d.view(outs[root].sizes()));
+                      return ExchangeOnStream(sends, recvs, s);
+                    });
+  }
   at::Tensor src = in.contiguous();
   const LoomView v = MoveView(src);
   if (rank_ != root) {
@@ -390,6 +499,31 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::scatter(
   const at::Tensor& out = One(outputs, "scatter");
   CheckRank(opts.rootRank, size_, "root", "scatter");
   const int root = static_cast<int>(opts.rootRank);
+  if (OnCuda(out)) {
+    const at::Tensor d = Contiguous(out, "scatter");
+    std::vector<at::Tensor> sends(size_), recvs(size_);
+    std::vector<at::Tensor> ins;
+    if (rank_ != root) {
+      TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs.front().empty()),
+                  "loom: scatter: only the root (", root, ") passes input tensors");
+      recvs[root] = d;
+    } else {
+      TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs.front().size()) == size_,
+                  "loom: scatter: the root needs one list of ", size_, " input tensors");
+      ins = inputs.front();
+      for (int r = 0; r < size_; ++r) {
+        TORCH_CHECK(ins[r].numel() == d.numel() && ins[r].scalar_type() == d.scalar_type(),
+                    "loom: scatter: every input must have the output's numel and dtype");
+        if (r != root) sends[r] = Contiguous(ins[r], "scatter");
+      }
+    }
+    ins.push_back(d);
+    return OnDevice(c10d::OpType::SCATTER, "loom:scatter", ins, outputs,
+                    [this, d, sends, recvs, ins, root](loom::GpuStream s) {
+                      if (ins.size() > 1) d.copy_(ins[root].view(d.sizes()));
+                      return ExchangeOnStream(sends, recvs, s);
+                    });
+  }
   auto copies = std::make_shared<CopyBacks>();
   at::Tensor dst = copies->Output(out);
   const LoomView v = MoveView(dst);
@@ -432,6 +566,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce_scatter(
     TORCH_CHECK(i.numel() == out.numel() && i.scalar_type() == out.scalar_type(),
                 "loom: reduce_scatter: every input must have the output's numel and dtype");
   }
+  if (OnCuda(out)) {
+    const at::Tensor d = Contiguous(out, "reduce_scatter");
+    const LoomReduction r = ReductionFor(d, opts.reduceOp, "reduce_scatter");
+    const std::vector<at::Tensor> ins = inputs.front();
+    return OnDevice(c10d::OpType::REDUCE_SCATTER, "loom:reduce_scatter", ins, outputs,
+                    [this, d, r, ins](loom::GpuStream s) {
+                      at::Tensor src = Concat(ins);
+                      return comm_->ReduceScatter(src.data_ptr(), d.data_ptr(), r.view.count,
+                                                  r.view.type, r.op, s);
+                    });
+  }
   at::Tensor src = Concat(inputs.front());
   const LoomReduction r = ReductionFor(out, opts.reduceOp, "reduce_scatter");
   auto copies = std::make_shared<CopyBacks>();
@@ -455,6 +600,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::_reduce_scatter_base(
               ") times the output's elements of its dtype; got input ", input.numel(),
               ", output ", output.numel());
   const LoomReduction r = ReductionFor(output, opts.reduceOp, "_reduce_scatter_base");
+  if (OnCuda(output)) {
+    const at::Tensor in = Contiguous(input, "_reduce_scatter_base");
+    const at::Tensor out = Contiguous(output, "_reduce_scatter_base");
+    return OnDevice(c10d::OpType::_REDUCE_SCATTER_BASE, "loom:_reduce_scatter_base", {input},
+                    {output}, [this, in, out, r](loom::GpuStream s) {
+                      return comm_->ReduceScatter(in.data_ptr(), out.data_ptr(), r.view.count,
+                                                  r.view.type, r.op, s);
+                    });
+  }
   auto copies = std::make_shared<CopyBacks>();
   at::Tensor src = input.contiguous();
   at::Tensor dst = copies->Output(output);
@@ -508,13 +662,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::alltoall_base(
   TORCH_CHECK(input.scalar_type() == output.scalar_type(),
               "loom: alltoall_base needs input and output of one dtype, got ",
               input.scalar_type(), " and ", output.scalar_type());
+  if (OnCuda(input)) {
+    Contiguous(input, "alltoall_base");
+    Contiguous(output, "alltoall_base");
+  }
   auto copies = std::make_shared<CopyBacks>();
   at::Tensor src = input.contiguous();
   at::Tensor dst = copies->Output(output);
-  auto work = NewWork(c10d::OpType::ALLTOALL_BASE, "loom:all_to_all", {output});
-  work->KeepAlive(src);
-  work->KeepAlive(dst);
-  if (!copies->pairs.empty()) work->SetFinishStep([copies] { copies->Run(); });
   // Splits are along dim 0, as rows of `row` elements.
   auto splits = [&](const std::vector<int64_t>& given, const at::Tensor& t, const char* which) {
     const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
@@ -535,24 +689,48 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::alltoall_base(
   const std::vector<int64_t> in_s = splits(input_split_sizes, src, "input");
   const std::vector<int64_t> out_s = splits(output_split_sizes, dst, "output");
   const bool even = std::all_of(in_s.begin(), in_s.end(), [&](int64_t x) { return x == in_s[0]; }) &&
-                    std::all_of(out_s.begin(), out_s.end(), [&](int64_t x) { return x == in_s[0]; });
-  if (even && src.numel() == dst.numel()) {
-    const LoomView v = MoveView(src);
+                    std::all_of(out_s.begin(), out_s.end(), [&](int64_t x) { return x == in_s[0]; }) &&
+                    src.numel() == dst.numel();
+  const LoomView v = MoveView(src);
+  if (even && OnCuda(src)) {
+    const int size = size_;
+    return OnDevice(c10d::OpType::ALLTOALL_BASE, "loom:all_to_all", {input}, {output},
+                    [this, src, dst, v, size](loom::GpuStream s) {
+                      return comm_->AllToAll(src.data_ptr(), dst.data_ptr(), v.count / size, v.type,
+                                             s);
+                    });
+  }
+  // Uneven: a block to and from each rank, exchanged in one group.
+  std::vector<at::Tensor> sends, recvs;
+  if (!even) {
+    const int64_t in_row = src.dim() == 0 || src.size(0) == 0 ? 0 : src.numel() / src.size(0);
+    const int64_t out_row = dst.dim() == 0 || dst.size(0) == 0 ? 0 : dst.numel() / dst.size(0);
+    at::Tensor src_flat = src.reshape({-1});
+    at::Tensor dst_flat = dst.view({-1});
+    int64_t so = 0, ro = 0;
+    for (int r = 0; r < size_; ++r) {
+      sends.push_back(src_flat.narrow(0, so, in_s[r] * in_row));
+      recvs.push_back(dst_flat.narrow(0, ro, out_s[r] * out_row));
+      so += in_s[r] * in_row;
+      ro += out_s[r] * out_row;
+    }
+  }
+  if (OnCuda(src)) {
+    const int me = rank_;
+    return OnDevice(c10d::OpType::ALLTOALL_BASE, "loom:all_to_all", {input}, {output},
+                    [this, sends, recvs, me](loom::GpuStream s) {
+                      if (recvs[me].numel() > 0) recvs[me].copy_(sends[me].view(recvs[me].sizes()));
+                      return ExchangeOnStream(sends, recvs, s);
+                    });
+  }
+  auto work = NewWork(c10d::OpType::ALLTOALL_BASE, "loom:all_to_all", {output});
+  work->KeepAlive(src);
+  work->KeepAlive(dst);
+  if (!copies->pairs.empty()) work->SetFinishStep([copies] { copies->Run(); });
+  if (even) {
     auto lock = LockToIssue(*work);
     return Launch(work, {comm_->AllToAllAsync(src.data_ptr(), dst.data_ptr(), v.count / size_,
                                                v.type)});
-  }
-  const int64_t in_row = src.dim() == 0 || src.size(0) == 0 ? 0 : src.numel() / src.size(0);
-  const int64_t out_row = dst.dim() == 0 || dst.size(0) == 0 ? 0 : dst.numel() / dst.size(0);
-  std::vector<at::Tensor> sends, recvs;
-  at::Tensor src_flat = src.reshape({-1});
-  at::Tensor dst_flat = dst.view({-1});
-  int64_t so = 0, ro = 0;
-  for (int r = 0; r < size_; ++r) {
-    sends.push_back(src_flat.narrow(0, so, in_s[r] * in_row));
-    recvs.push_back(dst_flat.narrow(0, ro, out_s[r] * out_row));
-    so += in_s[r] * in_row;
-    ro += out_s[r] * out_row;
   }
   return ExchangeGrouped(work, sends, recvs);
 }
@@ -569,6 +747,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::alltoall(std::vector<at::Tensor
   std::vector<at::Tensor> both = inputs;
   both.insert(both.end(), outputs.begin(), outputs.end());
   CheckSameDtype(both, "alltoall");
+  if (OnCuda(inputs.front())) {
+    for (const at::Tensor& t : both) Contiguous(t, "alltoall");
+    const int me = rank_;
+    return OnDevice(c10d::OpType::ALLTOALL, "loom:all_to_all", inputs, outputs,
+                    [this, inputs, outputs, me](loom::GpuStream s) {
+                      if (outputs[me].numel() > 0) {
+                        outputs[me].copy_(inputs[me].view(outputs[me].sizes()));
+                      }
+                      return ExchangeOnStream(inputs, outputs, s);
+                    });
+  }
   auto copies = std::make_shared<CopyBacks>();
   std::vector<at::Tensor> sends, recvs;
   for (const at::Tensor& t : inputs) sends.push_back(t.contiguous());
@@ -597,6 +786,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::send(std::vector<at::Tensor>& t
                                                       int dst_rank, int /*tag*/) {
   const at::Tensor& t = One(tensors, "send");
   CheckRank(dst_rank, size_, "destination", "send");
+  if (OnCuda(t)) {
+    NotBatched("send");
+    const at::Tensor d = Contiguous(t, "send");
+    const LoomView v = MoveView(d);
+    return OnDevice(c10d::OpType::SEND, "loom:send", tensors, {},
+                    [this, d, v, dst_rank](loom::GpuStream s) {
+                      return comm_->Send(d.data_ptr(), v.count, v.type, dst_rank, s);
+                    });
+  }
   at::Tensor src = t.contiguous();
   const LoomView v = MoveView(src);
   auto work = NewWork(c10d::OpType::SEND, "loom:send", {});
@@ -610,6 +808,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::recv(std::vector<at::Tensor>& t
                                                       int src_rank, int /*tag*/) {
   const at::Tensor& t = One(tensors, "recv");
   CheckRank(src_rank, size_, "source", "recv");
+  if (OnCuda(t)) {
+    NotBatched("recv");
+    const at::Tensor d = Contiguous(t, "recv");
+    const LoomView v = MoveView(d);
+    return OnDevice(c10d::OpType::RECV, "loom:recv", {}, tensors,
+                    [this, d, v, src_rank](loom::GpuStream s) {
+                      return comm_->Recv(d.data_ptr(), v.count, v.type, src_rank, s);
+                    });
+  }
   auto copies = std::make_shared<CopyBacks>();
   at::Tensor dst = copies->Output(t);
   const LoomView v = MoveView(dst);
@@ -620,6 +827,48 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::recv(std::vector<at::Tensor>& t
     return comm_->RecvAsync(dst.data_ptr(), v.count, v.type, src_rank);
   });
 }
+
+void ProcessGroupLoom::NotBatched(const char* opname) {
+  std::lock_guard<std::mutex> lock(issue_mu_);
+  TORCH_CHECK(!coalescing_, "loom: ", opname, " of a CUDA tensor inside batch_isend_irecv: "
+              "batches take CPU tensors; issue device sends and receives one by one");
+}
+
+loom::Status ProcessGroupLoom::ExchangeOnStream(const std::vector<at::Tensor>& sends,
+                                                const std::vector<at::Tensor>& recvs,
+                                                loom::GpuStream stream) {
+  if (loom::Status s = loom::GroupStart(); !s.ok()) return s;
+  loom::Status first_refused = loom::Status::Ok();
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    // Inside a group the calls only collect; one refused is not in the group.
+    loom::Status refused = loom::Status::Ok();
+    if (sends[r].defined() && sends[r].numel() > 0) {
+      const LoomView v = MoveView(sends[r]);
+      refused = comm_->Send(sends[r].data_ptr(), v.count, v.type, r, stream);
+    }
+    if (refused.ok() && recvs[r].defined() && recvs[r].numel() > 0) {
+      const LoomView v = MoveView(recvs[r]);
+      refused = comm_->Recv(recvs[r].data_ptr(), v.count, v.type, r, stream);
+    }
+    if (!refused.ok() && first_refused.ok()) first_refused = refused;
+  }
+  const loom::Status s = loom::GroupEnd();
+  return s.ok() ? first_refused : s;
+}
+
+#if !LOOM_TORCH_CUDA
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::OnDevice(c10d::OpType /*type*/, const char* title,
+                                                          const std::vector<at::Tensor>& inputs,
+                                                          std::vector<at::Tensor> outputs,
+                                                          const Enqueue& /*enqueue*/) {
+  const at::Device device = !inputs.empty() ? inputs.front().device() : outputs.front().device();
+  TORCH_CHECK(false, title, " got a tensor on ", device,
+              "; this loom_torch was built against a PyTorch without CUDA, so it moves CPU "
+              "tensors only (rebuild it against a CUDA-enabled PyTorch, or move the tensor to "
+              "the CPU)");
+}
+#endif
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::recvAnysource(std::vector<at::Tensor>& /*t*/,
                                                                int /*tag*/) {

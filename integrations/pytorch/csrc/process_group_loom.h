@@ -99,6 +99,23 @@ class ProcessGroupLoom : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> SparseAllreduce(at::Tensor& tensor,
                                                  const c10d::AllreduceOptions& opts);
 
+  // An operation on CUDA tensors (all on one device): `enqueue` issues
+  // loom's stream forms on torch's current stream of that device, and the
+  // Work completes in stream order (device_work.cc). In an extension built
+  // against a PyTorch without CUDA it refuses, naming the device.
+  using Enqueue = std::function<loom::Status(loom::GpuStream)>;
+  c10::intrusive_ptr<c10d::Work> OnDevice(c10d::OpType type, const char* title,
+                                          const std::vector<at::Tensor>& inputs,
+                                          std::vector<at::Tensor> outputs,
+                                          const Enqueue& enqueue);
+  // The sends and receives of one exchange (uneven all-to-all, gather,
+  // scatter) as one loom group on `stream`; a block of 0 elements is skipped.
+  loom::Status ExchangeOnStream(const std::vector<at::Tensor>& sends,
+                                const std::vector<at::Tensor>& recvs, loom::GpuStream stream);
+
+  // Refuses a device send/recv inside batch_isend_irecv, naming `opname`.
+  void NotBatched(const char* opname);
+
   // Issues one send or receive now, or collects it while coalescing.
   c10::intrusive_ptr<c10d::Work> PointToPoint(const c10::intrusive_ptr<LoomWork>& work,
                                               std::function<loom::Work()> issue);
