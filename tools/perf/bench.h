@@ -11,6 +11,7 @@
 #include "loom/loom.hpp"
 #include "tools/perf/options.h"
 #include "tools/perf/report.h"
+#include "tools/perf/watchdog.h"
 
 namespace loom::perf {
 
@@ -41,13 +42,21 @@ class HostBuffer {
 // error reductions). Not thread-safe; blocks until the rows are done.
 class Bench {
  public:
-  // comm, options, send and recv must outlive the Bench; send and recv hold
-  // at least max(options.max_bytes, 1) bytes each.
-  Bench(Communicator& comm, const PerfOptions& options, HostBuffer& send, HostBuffer& recv);
+  // comm, options, send, recv and watchdog must outlive the Bench; send and
+  // recv hold at least BufferBytes(options) bytes each. Every operation the
+  // bench waits for is bracketed with the watchdog (-T).
+  Bench(Communicator& comm, const PerfOptions& options, HostBuffer& send, HostBuffer& recv,
+        Watchdog& watchdog);
 
-  // Measures every size x type x operator of `c`, calling on_row (on every
-  // rank; the caller decides who prints) after each row. Fails with the
-  // first collective's error, or kInvalidArgument for a root out of range.
+  // What each of the two buffers must hold: -e, plus 8 bytes per element
+  // of -u misalignment (the widest type), and never 0.
+  static size_t BufferBytes(const PerfOptions& options);
+
+  // Measures every size x type x operator (x root, for -r -1) of `c`, -N
+  // times, calling on_row (on every rank; the caller decides who prints)
+  // after each row. Fails with the first collective's error, or
+  // kInvalidArgument for a root out of range. A collective that cannot run
+  // on this many ranks (SkipReason) yields no rows.
   Status Run(Collective c, const std::function<void(const Row&)>& on_row);
 
  private:
@@ -59,7 +68,13 @@ class Bench {
   size_t BufferSteps(const Geometry& g, DataType type) const;
   // Issues one call; non-blocking forms append their Work to pending_.
   Status Issue(const Call& call);
+  // gather, scatter and hypercube: grouped Send/Recv, as nccl-tests builds them.
+  Status IssuePointToPoint(const Call& call);
   Status CompleteAll();
+  Status WatchedBarrier();
+  // Where this type's calls start in each buffer (-u).
+  char* SendBase(DataType type) const;
+  char* RecvBase(DataType type) const;
   Status RunWarmup(Collective c, DataType type, PerfOp op);
   Result<Measurement> Measure(Collective c, size_t bytes, DataType type, PerfOp op, bool in_place);
   void FillInputs(Collective c, const Geometry& g, DataType type, PerfOp op, bool in_place);
@@ -71,6 +86,8 @@ class Bench {
   const PerfOptions& options_;
   HostBuffer& send_;
   HostBuffer& recv_;
+  Watchdog& watchdog_;
+  int root_ = 0;  // the root of the rows being measured (-r, or each rank for -r -1)
   std::vector<Work> pending_;
 };
 

@@ -249,6 +249,15 @@ Expectation ExpectationFor(Collective c, const Geometry& g, int rank, int nranks
       e = {Kind::kBlocks, g.recv_count, static_cast<size_t>(rank) * g.param_count, 0,
            g.param_count};
       break;
+    case Collective::kGather:
+      if (rank == root) e = {Kind::kBlocks, g.recv_count, 0, 0, g.param_count};
+      break;
+    case Collective::kScatter:
+      e = {Kind::kCopied, g.recv_count, static_cast<size_t>(rank) * g.recv_count, root, 0};
+      break;
+    case Collective::kHyperCube:
+      e = {Kind::kBlocks, g.recv_count, 0, 0, g.param_count};
+      break;
   }
   return e;
 }

@@ -61,8 +61,10 @@ struct Expectation {
 // Every collective fills rank r's send buffer with PatternValue(op, r, 0 ..
 // send_count), so an all-reduce's element i reduces index i, a
 // reduce-scatter's element k on rank r reduces index r * recv_count + k, an
-// all-gather's block b is rank b's input, an alltoall's block b is rank b's
-// block for us (indices rank * count ..), and sendrecv receives rank - 1's.
+// all-gather's (and a hypercube's, and the gather root's) block b is rank b's
+// input, an alltoall's block b is rank b's block for us (indices rank * count
+// ..), sendrecv receives rank - 1's, and scatter's output on rank r is the
+// root's input from index r * recv_count.
 // rank in [0, nranks), root in [0, nranks).
 Expectation ExpectationFor(Collective c, const Geometry& g, int rank, int nranks, int root);
 

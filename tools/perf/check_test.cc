@@ -392,6 +392,47 @@ TEST(PerfCheck, RootedAndPointToPointExpectations) {
             0u);
 }
 
+TEST(PerfCheck, GatherScatterAndHyperCubeExpectations) {
+  const DataType t = DataType::kInt32;
+  constexpr int kRoot = 1;
+  // gather: the root holds every rank's input in rank order; others nothing.
+  const Geometry g = ComputeGeometry(Collective::kGather, 3 * 64, 4, kRanks);
+  Bytes gathered;
+  for (int r = 0; r < kRanks; ++r) {
+    const Bytes part = Filled(t, RedOp::kSum, r, 0, g.send_count);
+    gathered.insert(gathered.end(), part.begin(), part.end());
+  }
+  for (int rank = 0; rank < kRanks; ++rank) {
+    const Expectation e = ExpectationFor(Collective::kGather, g, rank, kRanks, kRoot);
+    EXPECT_EQ(e.kind, rank == kRoot ? Expectation::Kind::kBlocks : Expectation::Kind::kNone);
+    EXPECT_EQ(CountWrong(gathered.data(), t, RedOp::kSum, kRanks, e), 0u);
+    // A hypercube ends with the same blocks on every rank.
+    const Expectation h = ExpectationFor(Collective::kHyperCube, g, rank, kRanks, 0);
+    EXPECT_EQ(CountWrong(gathered.data(), t, RedOp::kSum, kRanks, h), 0u);
+  }
+  std::swap_ranges(gathered.begin(), gathered.begin() + 64, gathered.begin() + 64);
+  EXPECT_GT(CountWrong(gathered.data(), t, RedOp::kSum, kRanks,
+                       ExpectationFor(Collective::kGather, g, kRoot, kRanks, kRoot)),
+            0u);
+
+  // scatter: rank r gets slice r of the root's input.
+  const Geometry s = ComputeGeometry(Collective::kScatter, 3 * 64, 4, kRanks);
+  EXPECT_EQ(s.send_count, kRanks * s.recv_count);
+  const Bytes root_input = Filled(t, RedOp::kSum, kRoot, 0, s.send_count);
+  for (int rank = 0; rank < kRanks; ++rank) {
+    const Expectation e = ExpectationFor(Collective::kScatter, s, rank, kRanks, kRoot);
+    const unsigned char* mine = root_input.data() + rank * s.recv_count * 4;
+    EXPECT_EQ(CountWrong(mine, t, RedOp::kSum, kRanks, e), 0u) << rank;
+    const unsigned char* other = root_input.data() + ((rank + 1) % kRanks) * s.recv_count * 4;
+    EXPECT_GT(CountWrong(other, t, RedOp::kSum, kRanks, e), 0u) << rank;
+    // The rank's own input is not the root's.
+    if (rank != kRoot) {
+      const Bytes own = Filled(t, RedOp::kSum, rank, rank * s.recv_count, s.recv_count);
+      EXPECT_GT(CountWrong(own.data(), t, RedOp::kSum, kRanks, e), 0u) << rank;
+    }
+  }
+}
+
 TEST(PerfCheck, ZeroCountsAreNeverWrong) {
   const Geometry g = ComputeGeometry(Collective::kAllGather, 8, 4, 4);
   const Expectation e = ExpectationFor(Collective::kAllGather, g, 1, 4, 0);

@@ -22,6 +22,12 @@ std::string_view Name(Collective c) {
       return "alltoall";
     case Collective::kSendRecv:
       return "sendrecv";
+    case Collective::kGather:
+      return "gather";
+    case Collective::kScatter:
+      return "scatter";
+    case Collective::kHyperCube:
+      return "hypercube";
   }
   return "invalid";
 }
@@ -60,7 +66,16 @@ bool PrintsRedOp(Collective c) {
 }
 
 bool UsesRoot(Collective c) {
-  return c == Collective::kBroadcast || c == Collective::kReduce;
+  return c == Collective::kBroadcast || c == Collective::kReduce || c == Collective::kGather ||
+         c == Collective::kScatter;
+}
+
+std::optional<std::string> SkipReason(Collective c, int nranks) {
+  // Recursive doubling pairs rank with rank ^ mask: only powers of two.
+  if (c == Collective::kHyperCube && (nranks < 1 || (nranks & (nranks - 1)) != 0)) {
+    return "nRanks " + std::to_string(nranks) + " is not a power of 2, skipping";
+  }
+  return std::nullopt;
 }
 
 size_t Geometry::Bytes(size_t type_size) const {
@@ -83,11 +98,14 @@ Geometry ComputeGeometry(Collective c, size_t bytes, size_t type_size, int nrank
       g.send_count = g.recv_count = g.param_count = count;
       break;
     case Collective::kReduceScatter:
+    case Collective::kScatter:
       g.send_count = slice * n;
       g.recv_count = g.param_count = slice;
       g.recv_inplace_offset = slice;
       break;
     case Collective::kAllGather:
+    case Collective::kGather:
+    case Collective::kHyperCube:
       g.send_count = g.param_count = slice;
       g.recv_count = slice * n;
       g.send_inplace_offset = slice;
@@ -108,10 +126,13 @@ double BusBwFactor(Collective c, int nranks) {
     case Collective::kReduceScatter:
     case Collective::kAllGather:
     case Collective::kAllToAll:
+    case Collective::kGather:
+    case Collective::kScatter:
       return (n - 1) / n;
     case Collective::kBroadcast:
     case Collective::kReduce:
     case Collective::kSendRecv:
+    case Collective::kHyperCube:
       return 1.0;
   }
   return 1.0;
@@ -121,9 +142,11 @@ Bandwidth ComputeBandwidth(Collective c, size_t param_count, size_t type_size, d
                            int nranks) {
   double bytes = static_cast<double>(param_count) * static_cast<double>(type_size);
   if (c == Collective::kReduceScatter || c == Collective::kAllGather ||
-      c == Collective::kAllToAll) {
+      c == Collective::kAllToAll || c == Collective::kGather || c == Collective::kScatter) {
     bytes *= nranks;
   }
+  // Each rank receives the other nranks - 1 blocks.
+  if (c == Collective::kHyperCube) bytes *= nranks - 1;
   Bandwidth bw;
   bw.algbw = bytes / 1.0e9 / seconds;
   bw.busbw = bw.algbw * BusBwFactor(c, nranks);

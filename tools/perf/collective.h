@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "loom/types.hpp"
@@ -19,11 +20,16 @@ enum class Collective {
   kReduce,
   kAllToAll,
   kSendRecv,
+  // Built from grouped Send/Recv, as nccl-tests builds them.
+  kGather,
+  kScatter,
+  kHyperCube,
 };
-inline constexpr int kNumCollectives = 7;
+inline constexpr int kNumCollectives = 10;
 
 // "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce",
-// "alltoall", "sendrecv" (nccl-tests' binary names without "_perf").
+// "alltoall", "sendrecv", "gather", "scatter", "hypercube" (nccl-tests'
+// binary names without "_perf").
 std::string_view Name(Collective c);
 
 // Accepts Name(c), Name(c) + "_perf", and the same without underscores
@@ -56,6 +62,10 @@ bool UsesRedOp(Collective c);
 bool PrintsRedOp(Collective c);
 bool UsesRoot(Collective c);
 
+// Why `c` cannot run on nranks ranks, in nccl-tests' words ("nRanks 3 is not
+// a power of 2, skipping" for hypercube), or nullopt when it can.
+std::optional<std::string> SkipReason(Collective c, int nranks);
+
 // Element counts of one call, as nccl-tests' GetCollByteCount computes them
 // from a message size in bytes. All counts are in elements.
 struct Geometry {
@@ -74,12 +84,15 @@ struct Geometry {
 };
 
 // nccl-tests' conventions: size is the total buffer size; reduce_scatter,
-// all_gather and alltoall divide it by nranks and round the per-rank count
-// down to a multiple of 16 bytes. nranks >= 1, type_size in {1, 2, 4, 8}.
+// all_gather, alltoall, gather, scatter and hypercube divide it by nranks and
+// round the per-rank count down to a multiple of 16 bytes (gather and
+// hypercube lay out like all_gather, scatter like reduce_scatter). nranks >= 1,
+// type_size in {1, 2, 4, 8}.
 Geometry ComputeGeometry(Collective c, size_t bytes, size_t type_size, int nranks);
 
 // busbw = algbw * factor: all_reduce 2(n-1)/n; reduce_scatter, all_gather,
-// alltoall (n-1)/n; broadcast, reduce, sendrecv 1. nranks >= 1.
+// alltoall, gather, scatter (n-1)/n; broadcast, reduce, sendrecv, hypercube 1.
+// nranks >= 1.
 double BusBwFactor(Collective c, int nranks);
 
 struct Bandwidth {
@@ -87,8 +100,9 @@ struct Bandwidth {
   double busbw = 0;  // GB/s
 };
 // algbw = bytes moved per call / seconds, where the bytes are param_count *
-// type_size, times nranks for reduce_scatter, all_gather and alltoall (so it
-// is the "size" column). seconds must be > 0.
+// type_size, times nranks for reduce_scatter, all_gather, alltoall, gather and
+// scatter (so it is the "size" column), times nranks - 1 for hypercube (what
+// each rank receives). seconds must be > 0.
 Bandwidth ComputeBandwidth(Collective c, size_t param_count, size_t type_size, double seconds,
                            int nranks);
 

@@ -9,47 +9,105 @@
 namespace loom::perf {
 namespace {
 
-// One flag: its short letter, nccl-tests' long name, and whether it takes a value.
+// Every flag: nccl-tests' (short letter and long name) and loom's own
+// (long only, short = 0).
+enum class Flag {
+  kThreads,
+  kGpus,
+  kMinBytes,
+  kMaxBytes,
+  kStepBytes,
+  kStepFactor,
+  kIters,
+  kAggIters,
+  kWarmupIters,
+  kRunCycles,
+  kParallelInit,
+  kCheck,
+  kOp,
+  kDataType,
+  kRoot,
+  kBlocking,
+  kStreamNull,
+  kTimeout,
+  kCudaGraph,
+  kReportCputime,
+  kReportTimestamps,
+  kOutputFile,
+  kAverage,
+  kLocalRegister,
+  kCtaPolicy,
+  kDeviceImpl,
+  kDeviceCtaCount,
+  kMemory,
+  kUnalign,
+  kPerIterTiming,
+  kPerIterSkip,
+  kHelp,
+  // loom's own
+  kJson,
+  kPlot,
+  kFrom,
+  kCorruptForTest,
+  kFixedBuffers,
+  kBackToBack,
+  kWarmupPerSize,
+  kRewriteInputs,
+};
+
 struct FlagSpec {
-  char letter;
+  Flag id;
+  char short_name;  // 0: long form only
   std::string_view long_name;
   bool takes_value;
 };
 
 constexpr FlagSpec kFlags[] = {
-    {'t', "nthreads", true},
-    {'g', "ngpus", true},
-    {'b', "minbytes", true},
-    {'e', "maxbytes", true},
-    {'i', "stepbytes", true},
-    {'f', "stepfactor", true},
-    {'n', "iters", true},
-    {'m', "agg_iters", true},
-    {'w', "warmup_iters", true},
-    {'p', "parallel_init", true},
-    {'c', "check", true},
-    {'o', "op", true},
-    {'d', "datatype", true},
-    {'r', "root", true},
-    {'z', "blocking", true},
-    {'a', "average", true},
-    {'J', "json", true},
-    {'h', "help", false},
-    {'X', "corrupt-for-test", false},
-    {'F', "fixed-buffers", false},
-    {'R', "local_register", true},
-    {'B', "back-to-back", true},
-    {'W', "warmup-per-size", true},
-    {'T', "rewrite-inputs", true},
+    {Flag::kThreads, 't', "nthreads", true},
+    {Flag::kGpus, 'g', "ngpus", true},
+    {Flag::kMinBytes, 'b', "minbytes", true},
+    {Flag::kMaxBytes, 'e', "maxbytes", true},
+    {Flag::kStepBytes, 'i', "stepbytes", true},
+    {Flag::kStepFactor, 'f', "stepfactor", true},
+    {Flag::kIters, 'n', "iters", true},
+    {Flag::kAggIters, 'm', "agg_iters", true},
+    {Flag::kWarmupIters, 'w', "warmup_iters", true},
+    {Flag::kRunCycles, 'N', "run_cycles", true},
+    {Flag::kParallelInit, 'p', "parallel_init", true},
+    {Flag::kCheck, 'c', "check", true},
+    {Flag::kOp, 'o', "op", true},
+    {Flag::kDataType, 'd', "datatype", true},
+    {Flag::kRoot, 'r', "root", true},
+    {Flag::kBlocking, 'z', "blocking", true},
+    {Flag::kStreamNull, 'y', "stream_null", true},
+    {Flag::kTimeout, 'T', "timeout", true},
+    {Flag::kCudaGraph, 'G', "cudagraph", true},
+    {Flag::kReportCputime, 'C', "report_cputime", true},
+    {Flag::kReportTimestamps, 'S', "report_timestamps", true},
+    {Flag::kOutputFile, 'J', "output_file", true},
+    {Flag::kAverage, 'a', "average", true},
+    {Flag::kLocalRegister, 'R', "local_register", true},
+    {Flag::kCtaPolicy, 'x', "cta_policy", true},
+    {Flag::kDeviceImpl, 'D', "device_implementation", true},
+    {Flag::kDeviceCtaCount, 'V', "device_cta_count", true},
+    {Flag::kMemory, 'M', "memory", true},
+    {Flag::kUnalign, 'u', "unalign", true},
+    {Flag::kPerIterTiming, 'I', "per_iter_timing", true},
+    {Flag::kPerIterSkip, 'K', "per_iter_skip", true},
+    {Flag::kHelp, 'h', "help", false},
+    {Flag::kJson, 0, "json", true},
+    {Flag::kPlot, 0, "plot", true},
+    {Flag::kFrom, 0, "from", true},
+    {Flag::kCorruptForTest, 0, "corrupt-for-test", false},
+    {Flag::kFixedBuffers, 0, "fixed-buffers", false},
+    {Flag::kBackToBack, 0, "back-to-back", true},
+    {Flag::kWarmupPerSize, 0, "warmup-per-size", true},
+    {Flag::kRewriteInputs, 0, "rewrite-inputs", true},
 };
 
 const FlagSpec* FindShort(char letter) {
   for (const FlagSpec& f : kFlags) {
-    // 'J', 'X', 'F', 'B', 'W' and 'T' exist only as long options.
-    if (f.letter == letter && letter != 'J' && letter != 'X' && letter != 'F' && letter != 'B' &&
-        letter != 'W' && letter != 'T') {
-      return &f;
-    }
+    if (f.short_name != 0 && f.short_name == letter) return &f;
   }
   return nullptr;
 }
@@ -103,116 +161,219 @@ Result<std::vector<DataType>> ParseTypes(const std::string& text) {
                          "bfloat16, all)");
 }
 
+// The spelling of a flag in messages: "-b" or "--json".
+std::string Spelling(const FlagSpec& flag) {
+  return flag.short_name != 0 ? std::string("-") + flag.short_name
+                              : "--" + std::string(flag.long_name);
+}
+
 // Applies one flag's value to the options.
 Status Apply(const FlagSpec& flag, const std::string& value, PerfOptions& o) {
   constexpr long kIntMax = std::numeric_limits<int>::max();
-  const std::string_view name(&flag.letter, 1);
-  switch (flag.letter) {
-    case 't':
-    case 'g': {
-      LOOM_ASSIGN_OR_RETURN(long v, ParseInt(name, value, 1, kIntMax));
+  const std::string name = Spelling(flag).substr(1);  // ParseInt adds the '-'
+  auto as_int = [&](long lo, long hi) { return ParseInt(name, value, lo, hi); };
+  // A device-only flag: the value must be valid; a note says it changes nothing.
+  // A flag given twice keeps one note, its last.
+  auto note_if = [&](bool applies, const std::string& why) {
+    const std::string prefix = Spelling(flag) + " ";
+    std::erase_if(o.notes, [&](const std::string& n) { return n.starts_with(prefix); });
+    if (applies) o.notes.push_back(prefix + value + ": " + why);
+  };
+  switch (flag.id) {
+    case Flag::kThreads:
+    case Flag::kGpus: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(1, kIntMax));
       if (v != 1) {
-        return InvalidArgument("-" + std::string(name) + " " + value +
+        return InvalidArgument(Spelling(flag) + " " + value +
                                ": loom perf runs one rank per process; start more ranks with a "
                                "launcher (loom run -np N, mpirun, srun, torchrun)");
       }
       return Status::Ok();
     }
-    case 'b': {
+    case Flag::kMinBytes: {
       LOOM_ASSIGN_OR_RETURN(o.min_bytes, ParseSize(value));
       return Status::Ok();
     }
-    case 'e': {
+    case Flag::kMaxBytes: {
       LOOM_ASSIGN_OR_RETURN(o.max_bytes, ParseSize(value));
       return Status::Ok();
     }
-    case 'i': {
+    case Flag::kStepBytes: {
       LOOM_ASSIGN_OR_RETURN(o.step_bytes, ParseSize(value));
       return Status::Ok();
     }
-    case 'f': {
-      LOOM_ASSIGN_OR_RETURN(long v, ParseInt(name, value, 0, kIntMax));
+    case Flag::kStepFactor: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, kIntMax));
       o.step_factor = static_cast<size_t>(v);
       return Status::Ok();
     }
-    case 'n': {
-      LOOM_ASSIGN_OR_RETURN(long v, ParseInt(name, value, 1, kIntMax));
+    case Flag::kIters: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(1, kIntMax));
       o.iters = static_cast<int>(v);
       return Status::Ok();
     }
-    case 'm': {
-      LOOM_ASSIGN_OR_RETURN(long v, ParseInt(name, value, 1, kIntMax));
+    case Flag::kAggIters: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(1, kIntMax));
       o.agg_iters = static_cast<int>(v);
       return Status::Ok();
     }
-    case 'w': {
-      LOOM_ASSIGN_OR_RETURN(long v, ParseInt(name, value, 0, kIntMax));
+    case Flag::kWarmupIters: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, kIntMax));
       o.warmup_iters = static_cast<int>(v);
       return Status::Ok();
     }
-    case 'p': {
-      LOOM_ASSIGN_OR_RETURN(long v, ParseInt(name, value, 0, 1));
+    case Flag::kRunCycles: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, kIntMax));
+      o.run_cycles = static_cast<int>(v);
+      return Status::Ok();
+    }
+    case Flag::kParallelInit: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, 1));
       o.parallel_init = static_cast<int>(v);
       return Status::Ok();
     }
-    case 'c': {
-      LOOM_ASSIGN_OR_RETURN(long v, ParseInt(name, value, 0, kIntMax));
+    case Flag::kCheck: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, kIntMax));
       o.check = static_cast<int>(v);
       return Status::Ok();
     }
-    case 'o': {
+    case Flag::kOp: {
       LOOM_ASSIGN_OR_RETURN(o.ops, ParseOps(value));
       return Status::Ok();
     }
-    case 'd': {
+    case Flag::kDataType: {
       LOOM_ASSIGN_OR_RETURN(o.types, ParseTypes(value));
       return Status::Ok();
     }
-    case 'r': {
-      LOOM_ASSIGN_OR_RETURN(long v, ParseInt(name, value, 0, kIntMax));
+    case Flag::kRoot: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(-1, kIntMax));
       o.root = static_cast<int>(v);
       return Status::Ok();
     }
-    case 'z': {
-      LOOM_ASSIGN_OR_RETURN(long v, ParseInt(name, value, 0, 1));
-      o.blocking = v == 1;
+    case Flag::kBlocking: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, 3));
+      o.blocking = static_cast<int>(v);
       return Status::Ok();
     }
-    case 'a': {
-      LOOM_ASSIGN_OR_RETURN(long v, ParseInt(name, value, 0, 3));
+    case Flag::kTimeout: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, kIntMax));
+      o.timeout_s = static_cast<int>(v);
+      return Status::Ok();
+    }
+    case Flag::kCudaGraph: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, kIntMax));
+      o.cudagraph = static_cast<int>(v);
+      // loom perf measures host buffers only: there is no stream to capture.
+      note_if(v > 0, "CUDA graphs do not apply to host buffers; every call is issued directly");
+      return Status::Ok();
+    }
+    case Flag::kReportCputime: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, 1));
+      o.report_cputime = v == 1;
+      return Status::Ok();
+    }
+    case Flag::kReportTimestamps: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, 1));
+      o.report_timestamps = v == 1;
+      return Status::Ok();
+    }
+    case Flag::kAverage: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, 3));
       o.average = static_cast<int>(v);
       return Status::Ok();
     }
-    case 'J':
-      if (value.empty()) return InvalidArgument("--json needs a file name or '-'");
-      o.json_path = value;
-      return Status::Ok();
-    case 'h':
-      o.help = true;
-      return Status::Ok();
-    case 'X':
-      o.corrupt_for_test = true;
-      return Status::Ok();
-    case 'F':
-      o.fixed_buffers = true;
-      return Status::Ok();
-    case 'R': {
-      LOOM_ASSIGN_OR_RETURN(long v, ParseInt(name, value, 0, 2));
+    case Flag::kLocalRegister: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, 2));
       o.local_register = static_cast<int>(v);
       return Status::Ok();
     }
-    case 'B': {
-      LOOM_ASSIGN_OR_RETURN(long v, ParseInt(name, value, 0, 1));
+    case Flag::kMemory: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, 1));
+      o.memory_report = v == 1;
+      return Status::Ok();
+    }
+    case Flag::kUnalign: {
+      // nccl-tests pads its buffers by 8 bytes per element of misalignment.
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, 1 << 20));
+      o.unalign = static_cast<int>(v);
+      return Status::Ok();
+    }
+    case Flag::kStreamNull: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, 1));
+      note_if(v != 0, "no CUDA stream is used with host buffers");
+      return Status::Ok();
+    }
+    case Flag::kCtaPolicy: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, 2));
+      (void)v;
+      note_if(true, "CTA policies apply to NCCL's GPU kernels; host collectives have none");
+      return Status::Ok();
+    }
+    case Flag::kDeviceImpl: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, kIntMax));
+      note_if(v != 0,
+              "device-side implementations need GPU buffers; loom's host "
+              "implementation runs");
+      return Status::Ok();
+    }
+    case Flag::kDeviceCtaCount: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(1, 128));
+      (void)v;
+      note_if(true, "CTA counts apply to -D device implementations only");
+      return Status::Ok();
+    }
+    case Flag::kPerIterTiming: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, 1));
+      note_if(v != 0,
+              "per-iteration timing (i_min/i_max/i_p99/i_cv% columns) is not "
+              "implemented; the loop is timed as a whole");
+      return Status::Ok();
+    }
+    case Flag::kPerIterSkip: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, kIntMax));
+      note_if(v != 0, "applies to -I per-iteration timing, which is not implemented");
+      return Status::Ok();
+    }
+    case Flag::kOutputFile:
+      if (value.empty()) return InvalidArgument("-J needs a file name");
+      o.json_path = value;
+      note_if(true,
+              "written as loom perf's --json (see docs/PERF_TOOL.md), "
+              "not in nccl-tests' JSON schema");
+      return Status::Ok();
+    case Flag::kJson:
+      if (value.empty()) return InvalidArgument("--json needs a file name or '-'");
+      o.json_path = value;
+      return Status::Ok();
+    case Flag::kPlot:
+      if (value.empty()) return InvalidArgument("--plot needs a file name");
+      o.plot_path = value;
+      return Status::Ok();
+    case Flag::kFrom:
+      if (value.empty()) return InvalidArgument("--from needs a --json file");
+      o.plot_from.push_back(value);
+      return Status::Ok();
+    case Flag::kHelp:
+      o.help = true;
+      return Status::Ok();
+    case Flag::kCorruptForTest:
+      o.corrupt_for_test = true;
+      return Status::Ok();
+    case Flag::kFixedBuffers:
+      o.fixed_buffers = true;
+      return Status::Ok();
+    case Flag::kBackToBack: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, 1));
       o.back_to_back = v == 1;
       return Status::Ok();
     }
-    case 'W': {
-      LOOM_ASSIGN_OR_RETURN(long v, ParseInt(name, value, 0, 1));
+    case Flag::kWarmupPerSize: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, 1));
       o.warmup_per_size = v == 1;
       return Status::Ok();
     }
-    case 'T': {
-      LOOM_ASSIGN_OR_RETURN(long v, ParseInt(name, value, 0, 1));
+    case Flag::kRewriteInputs: {
+      LOOM_ASSIGN_OR_RETURN(long v, as_int(0, 1));
       o.rewrite_inputs = v == 1;
       return Status::Ok();
     }
@@ -233,18 +394,26 @@ Status Validate(const PerfOptions& o) {
   if (o.step_factor <= 1 && o.step_bytes == 0 && o.min_bytes < o.max_bytes) {
     return InvalidArgument("-i 0 without -f > 1 never grows; give -i >= 1 or -f >= 2");
   }
-  if (o.back_to_back && o.blocking) {
-    return InvalidArgument("--back-to-back 1 and -z 1 exclude each other (-z adds a barrier after "
-                           "every call; --back-to-back goes straight on)");
+  if (o.back_to_back && o.blocking != 0) {
+    return InvalidArgument("--back-to-back 1 and -z " + std::to_string(o.blocking) +
+                           " exclude each other (-z sets its own waits and barriers; "
+                           "--back-to-back goes straight on)");
   }
   if (o.back_to_back && o.agg_iters > 1) {
     return InvalidArgument("--back-to-back 1 and -m " + std::to_string(o.agg_iters) +
                            " exclude each other (-m groups calls; --back-to-back issues each "
                            "on its own)");
   }
-  if (o.rewrite_inputs && !o.back_to_back && !o.blocking) {
-    return InvalidArgument("--rewrite-inputs 1 needs --back-to-back 1 or -z 1 (a call in flight "
-                           "may still be reading the input it would rewrite)");
+  if (o.rewrite_inputs && !o.back_to_back && o.blocking == 0) {
+    return InvalidArgument(
+        "--rewrite-inputs 1 needs --back-to-back 1 or -z 1 (a call in flight "
+        "may still be reading the input it would rewrite)");
+  }
+  if (!o.plot_from.empty() && !o.collectives.empty()) {
+    return InvalidArgument("--from plots saved --json runs: give no collective with it");
+  }
+  if (!o.plot_from.empty() && o.plot_path.empty()) {
+    return InvalidArgument("--from needs --plot FILE.svg to say where the picture goes");
   }
   return Status::Ok();
 }
@@ -320,7 +489,7 @@ Result<PerfOptions> ParseOptions(int argc, const char* const* argv, int first) {
         if (!c) {
           return InvalidArgument("unknown collective '" + std::string(word) +
                                  "' (all_reduce, reduce_scatter, all_gather, broadcast, reduce, "
-                                 "alltoall, sendrecv, all)");
+                                 "alltoall, sendrecv, gather, scatter, hypercube, all)");
         }
         o.collectives.push_back(*c);
       }
@@ -345,7 +514,7 @@ Result<PerfOptions> ParseOptions(int argc, const char* const* argv, int first) {
     LOOM_TRY(Apply(*flag, value, o));
   }
   if (o.help) return o;
-  if (!have_collective) {
+  if (!have_collective && o.plot_from.empty()) {
     return InvalidArgument("missing collective: loom perf <all_reduce|...|all> [flags]");
   }
   LOOM_TRY(Validate(o));
@@ -367,8 +536,10 @@ std::vector<size_t> SizeSequence(const PerfOptions& o) {
 
 std::string Usage() {
   return "USAGE: loom perf <collective> [flags]\n"
+         "       loom perf --plot FILE.svg --from A.json [--from B.json ...]\n"
          "  collective: all_reduce, reduce_scatter, all_gather, broadcast, reduce, alltoall,\n"
-         "              sendrecv, or all (nccl-tests names such as all_reduce_perf work too)\n"
+         "              sendrecv, gather, scatter, hypercube, or all (nccl-tests names such as\n"
+         "              all_reduce_perf work too)\n"
          "  Start one process per rank with a launcher (loom run -np N -- loom perf ...,\n"
          "  mpirun, srun, torchrun); without one it runs a single rank.\n"
          "\t[-t,--nthreads <num threads>] (only 1)\n"
@@ -380,20 +551,42 @@ std::string Usage() {
          "\t[-n,--iters <iteration count>] (default 20)\n"
          "\t[-m,--agg_iters <aggregated iteration count>] (default 1)\n"
          "\t[-w,--warmup_iters <warmup iteration count>] (default 5)\n"
+         "\t[-N,--run_cycles <cycle count>] (run and print the sweep N times; 0 = until\n"
+         "\t                   stopped; default 1)\n"
          "\t[-p,--parallel_init <0/1>] (accepted, no effect)\n"
-         "\t[-c,--check <0/1>] (default 1)\n"
+         "\t[-c,--check <check iteration count>] (default 1; 0: no check)\n"
          "\t[-o,--op <sum/prod/min/max/avg/mulsum/all>] (default sum)\n"
          "\t[-d,--datatype <int8/uint8/int32/uint32/int64/uint64/half/float/double/bfloat16/all>]"
          " (default float)\n"
-         "\t[-r,--root <root>] (default 0)\n"
-         "\t[-z,--blocking <0/1>] (default 0: issue all iterations, then wait)\n"
+         "\t[-r,--root <root>] (default 0; -1: every rank in turn)\n"
+         "\t[-z,--blocking <0/1/2/3>] (0: issue all iterations, then wait; 1: wait and\n"
+         "\t                   barrier after each call; 2: wait after each call; 3: wait\n"
+         "\t                   after each iteration and barrier, timing the calls only)\n"
+         "\t[-y,--stream_null <0/1>] (accepted; no streams with host buffers)\n"
+         "\t[-T,--timeout <seconds>] (abort when one operation takes longer; default 0: off)\n"
+         "\t[-G,--cudagraph <num graph launches>] (accepted; CUDA graphs do not apply to host\n"
+         "\t                   buffers)\n"
+         "\t[-C,--report_cputime <0/1>] (1: the time column is the time the calls took to\n"
+         "\t                   issue on this rank's thread, before waiting; default 0)\n"
+         "\t[-S,--report_timestamps <0/1>] (1: a timestamp at the end of each row)\n"
+         "\t[-J,--output_file <file>] (the --json output)\n"
          "\t[-a,--average <0/1/2/3> report iteration time of rank 0/avg/min/max] (default 1)\n"
-         "\t[--json <file|->] (every row as JSON; '-' = stdout, the table then goes to stderr)\n"
-         "\t[--fixed-buffers] (every iteration at the buffers' start, as MPI and Gloo benchmarks\n"
-         "\t                   do, instead of walking through them like nccl-tests)\n"
          "\t[-R,--local_register <0/1/2>] (1 or 2: send and recv buffers in shareable memory,\n"
          "\t                   loom::AllocShared, which ranks of one host read without copies;\n"
          "\t                   default 0)\n"
+         "\t[-x,--cta_policy <0/1/2>] (accepted; no CTAs on host buffers)\n"
+         "\t[-D,--device_implementation <n>] (accepted; loom's host implementation runs)\n"
+         "\t[-V,--device_cta_count <n>] (accepted; no CTAs on host buffers)\n"
+         "\t[-M,--memory <0/1>] (1: buffer memory and peak resident set after the run)\n"
+         "\t[-u,--unalign <elements>] (buffers start this many elements past alignment)\n"
+         "\t[-I,--per_iter_timing <0/1>] (accepted; not implemented)\n"
+         "\t[-K,--per_iter_skip <count>] (accepted; not implemented)\n"
+         "\t[--json <file|->] (every row as JSON; '-' = stdout, the table then goes to stderr)\n"
+         "\t[--plot <file.svg>] (bus bandwidth and time against size as an SVG picture)\n"
+         "\t[--from <file.json>] (repeatable, with --plot and no collective: draw saved\n"
+         "\t                   --json runs in one picture, one line per collective per run)\n"
+         "\t[--fixed-buffers] (every iteration at the buffers' start, as MPI and Gloo benchmarks\n"
+         "\t                   do, instead of walking through them like nccl-tests)\n"
          "\t[--back-to-back <0/1>] (1: every iteration one blocking call, straight after the\n"
          "\t                   last, no barrier: as MPI and Gloo benchmarks time, and what\n"
          "\t                   nccl.h calls on host buffers are; default 0)\n"
@@ -403,7 +596,7 @@ std::string Usage() {
          "\t[--rewrite-inputs <0/1>] (1: before every call, write every cache line of its\n"
          "\t                   input back unchanged, as a training step writes the gradients\n"
          "\t                   it then reduces, so peers read freshly written memory; the\n"
-         "\t                   writes are timed too; needs --back-to-back 1 or -z 1)\n"
+         "\t                   writes are timed too; needs --back-to-back 1 or -z 1..3)\n"
          "\t[-h,--help]\n";
 }
 

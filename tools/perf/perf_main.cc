@@ -1,5 +1,6 @@
 // `loom perf <collective> [flags]`: nccl-tests compatible bandwidth test.
 // Started once per rank by a launcher; rank 0 prints the table.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,7 +16,9 @@
 #include "tools/commands.h"
 #include "tools/perf/bench.h"
 #include "tools/perf/options.h"
+#include "tools/perf/plot.h"
 #include "tools/perf/report.h"
+#include "tools/perf/watchdog.h"
 
 namespace loom::perf {
 namespace {
@@ -67,8 +70,18 @@ Result<std::vector<RankInfo>> GatherRankInfo(Communicator& comm) {
   return out;
 }
 
+// -M: what nccl-tests' memory report says for device memory, for host memory.
+std::string MemoryReport(size_t buffer_bytes) {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return "# Memory: 2 buffers of " + std::to_string(buffer_bytes) +
+         " bytes (send, receive) per rank; rank 0's peak resident set " +
+         std::to_string(usage.ru_maxrss / 1024) + " MiB\n";
+}
+
 // The whole run on this rank; *rows collects every row (used by rank 0).
-Status Run(Communicator& comm, const PerfOptions& options, FILE* table, std::vector<Row>* rows) {
+Status Run(Communicator& comm, const PerfOptions& options, Watchdog& watchdog, FILE* table,
+           std::vector<Row>* rows) {
   const bool printer = comm.rank() == 0;
   LOOM_ASSIGN_OR_RETURN(const std::vector<RankInfo> ranks, GatherRankInfo(comm));
   if (printer) {
@@ -79,36 +92,62 @@ Status Run(Communicator& comm, const PerfOptions& options, FILE* table, std::vec
     }
     std::fflush(table);
   }
-  const size_t buffer_bytes = std::max<size_t>(options.max_bytes, 1);
+  const size_t buffer_bytes = Bench::BufferBytes(options);
   const bool shared = options.local_register > 0;
   LOOM_ASSIGN_OR_RETURN(HostBuffer send, HostBuffer::Allocate(buffer_bytes, shared));
   LOOM_ASSIGN_OR_RETURN(HostBuffer recv, HostBuffer::Allocate(buffer_bytes, shared));
-  Bench bench(comm, options, send, recv);
+  Bench bench(comm, options, send, recv, watchdog);
   for (const Collective c : options.collectives) {
-    if (printer) std::fputs(FormatTableHeader(c).c_str(), table);
+    if (printer) {
+      std::fputs(FormatTableHeader(c, options.report_cputime, options.report_timestamps).c_str(),
+                 table);
+      // As nccl-tests, under the table header, without "#".
+      if (const auto skip = SkipReason(c, comm.size())) std::fprintf(table, "%s\n", skip->c_str());
+    }
     LOOM_TRY(bench.Run(c, [&](const Row& row) {
       rows->push_back(row);
       if (printer) {
-        std::fputs(FormatRow(row).c_str(), table);
+        std::fputs(FormatRow(row, options.report_cputime).c_str(), table);
         std::fflush(table);
       }
     }));
   }
+  if (printer && options.memory_report) std::fputs(MemoryReport(buffer_bytes).c_str(), table);
   return Status::Ok();
 }
 
-Status WriteJson(const std::string& path, const std::string& json) {
+// Writes text to `path` ("-" = stdout); `what` names the flag in errors.
+Status WriteOutput(const std::string& what, const std::string& path, const std::string& text) {
   if (path == "-") {
-    std::fputs(json.c_str(), stdout);
+    std::fputs(text.c_str(), stdout);
     std::fflush(stdout);
     return Status::Ok();
   }
   FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) return SystemError("loom perf: cannot write --json " + path, errno);
-  const bool written = std::fputs(json.c_str(), f) >= 0;
+  if (f == nullptr) return SystemError("loom perf: cannot write " + what + " " + path, errno);
+  const bool written = std::fputs(text.c_str(), f) >= 0;
   const bool closed = std::fclose(f) == 0;
-  if (!written || !closed) return SystemError("loom perf: writing --json " + path, errno);
+  if (!written || !closed) return SystemError("loom perf: writing " + what + " " + path, errno);
   return Status::Ok();
+}
+
+// `loom perf --plot FILE.svg --from A.json ...`: no communicator, no run.
+int PlotSavedRuns(const PerfOptions& options) {
+  std::vector<PlotRun> runs;
+  for (const std::string& path : options.plot_from) {
+    auto run = ReadPlotRun(path);
+    if (!run.ok()) {
+      std::fprintf(stderr, "loom perf: %s\n", run.status().message().c_str());
+      return kExitUsage;
+    }
+    runs.push_back(std::move(run).value());
+  }
+  const Status written = WriteOutput("--plot", options.plot_path, RenderPlot(runs));
+  if (!written.ok()) {
+    std::fprintf(stderr, "%s\n", written.ToString().c_str());
+    return kExitError;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -130,6 +169,7 @@ int PerfMain(int argc, char** argv) {
     std::fputs(Usage().c_str(), stdout);
     return 0;
   }
+  if (!options.plot_from.empty()) return PlotSavedRuns(options);
   // With --json - stdout carries only the JSON; the table moves to stderr.
   FILE* table = options.json_path == "-" ? stderr : stdout;
 
@@ -140,9 +180,20 @@ int PerfMain(int argc, char** argv) {
     return kExitError;
   }
   std::vector<Row> rows;
-  const Status run = Run(**comm, options, table, &rows);
+  Communicator* raw = comm->get();
+  Watchdog watchdog(std::chrono::seconds(options.timeout_s), [raw] { raw->Abort(); });
+  const Status run = Run(**comm, options, watchdog, table, &rows);
   if (!run.ok()) {
-    std::fprintf(stderr, "loom perf: rank %d: %s\n", (*comm)->rank(), run.ToString().c_str());
+    if (watchdog.Expired()) {
+      // nccl-tests' words, then what the aborted operation reported.
+      std::fprintf(stderr,
+                   "loom perf: rank %d on %s: Test timeout (%ds): an operation took "
+                   "longer than -T; the communicator was aborted (%s)\n",
+                   (*comm)->rank(), (*comm)->host().c_str(), options.timeout_s,
+                   run.ToString().c_str());
+    } else {
+      std::fprintf(stderr, "loom perf: rank %d: %s\n", (*comm)->rank(), run.ToString().c_str());
+    }
     (*comm)->Abort();
     return kExitError;
   }
@@ -153,7 +204,15 @@ int PerfMain(int argc, char** argv) {
     std::fflush(table);
     if (!options.json_path.empty()) {
       const Status written =
-          WriteJson(options.json_path, FormatJson(options, nranks, rows, summary));
+          WriteOutput("--json", options.json_path, FormatJson(options, nranks, rows, summary));
+      if (!written.ok()) {
+        std::fprintf(stderr, "%s\n", written.ToString().c_str());
+        return kExitError;
+      }
+    }
+    if (!options.plot_path.empty()) {
+      const Status written =
+          WriteOutput("--plot", options.plot_path, RenderPlot({PlotRunFromRows("", nranks, rows)}));
       if (!written.ok()) {
         std::fprintf(stderr, "%s\n", written.ToString().c_str());
         return kExitError;

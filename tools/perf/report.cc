@@ -22,8 +22,9 @@ __attribute__((format(printf, 1, 2))) std::string Format(const char* fmt, ...) {
   return out;
 }
 
-std::string FormatMeasurement(const Measurement& m) {
-  std::string out = Format("  %7s  %6.2f  %6.2f", FormatTime(m.time_us).c_str(), m.algbw, m.busbw);
+std::string FormatMeasurement(const Measurement& m, bool cputime) {
+  std::string out = Format("  %7s  %6.2f  %6.2f",
+                           FormatTime(cputime ? m.cpu_us : m.time_us).c_str(), m.algbw, m.busbw);
   if (m.wrong < 0) return out + Format("  %5s", "N/A");
   return out + Format("  %5lld", static_cast<long long>(m.wrong));
 }
@@ -38,11 +39,11 @@ std::string JsonMeasurement(const Row& row, const char* placement, const Measure
   return Format(
       "{\"collective\": \"%s\", \"placement\": \"%s\", \"size\": %zu, \"count\": %zu, "
       "\"type\": \"%s\", \"redop\": \"%s\", \"root\": %d, \"time_us\": %s, \"algbw_gbps\": %s, "
-      "\"busbw_gbps\": %s, \"wrong\": %s}",
+      "\"busbw_gbps\": %s, \"cputime_us\": %s, \"wrong\": %s}",
       std::string(Name(row.collective)).c_str(), placement, row.bytes, row.count,
       std::string(Name(row.type)).c_str(), row.redop.c_str(), row.root,
       JsonNumber(m.time_us).c_str(), JsonNumber(m.algbw).c_str(), JsonNumber(m.busbw).c_str(),
-      m.wrong < 0 ? "null" : std::to_string(m.wrong).c_str());
+      JsonNumber(m.cpu_us).c_str(), m.wrong < 0 ? "null" : std::to_string(m.wrong).c_str());
 }
 
 }  // namespace
@@ -53,6 +54,14 @@ std::string FormatTime(double us) {
   return Format("%7.2f", us);
 }
 
+std::string FormatTimestamp(std::time_t when) {
+  std::tm local{};
+  localtime_r(&when, &local);
+  char text[32];
+  const size_t n = std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &local);
+  return std::string(text, n);
+}
+
 std::string FormatRunHeader(const PerfOptions& o, const std::vector<RankInfo>& ranks) {
   const bool factor = o.step_factor > 1;
   std::string out = Format(
@@ -60,9 +69,37 @@ std::string FormatRunHeader(const PerfOptions& o, const std::vector<RankInfo>& r
       "agg iters: %d validation: %d graph: 0\n",
       o.min_bytes, o.max_bytes, factor ? o.step_factor : o.step_bytes, factor ? "factor" : "bytes",
       o.warmup_iters, o.iters, o.agg_iters, o.check);
-  if (o.blocking) {
-    out += "# Blocking Enabled: wait for completion and barrier after each collective \n";
+  switch (o.blocking) {
+    case 1:
+      out += "# Blocking Enabled: wait for completion and barrier after each collective \n";
+      break;
+    case 2:
+      out += "# Blocking Enabled: wait for completion after each collective, no barrier\n";
+      break;
+    case 3:
+      out +=
+          "# Blocking Enabled: wait for completion and barrier after each iteration; "
+          "the barrier is not timed\n";
+      break;
+    default:
+      break;
   }
+  if (o.report_cputime) {
+    out +=
+        "# Report CPU time: the time columns show how long rank 0's thread took to issue "
+        "the calls\n";
+  }
+  if (o.timeout_s > 0) {
+    out += Format("# Timeout: %d s per operation, then the run is aborted\n", o.timeout_s);
+  }
+  if (o.run_cycles != 1) {
+    out += o.run_cycles == 0 ? std::string("# Run cycles: until stopped\n")
+                             : Format("# Run cycles: %d\n", o.run_cycles);
+  }
+  if (o.unalign > 0) {
+    out += Format("# Unaligned: buffers start %d element(s) past their alignment\n", o.unalign);
+  }
+  for (const std::string& note : o.notes) out += "# " + note + "\n";
   if (o.back_to_back) {
     out += "# Back-to-back: every iteration one blocking call, no barrier between\n";
   }
@@ -85,25 +122,32 @@ std::string FormatRunHeader(const PerfOptions& o, const std::vector<RankInfo>& r
   return out;
 }
 
-std::string FormatTableHeader(Collective c) {
+std::string FormatTableHeader(Collective c, bool cputime, bool timestamps) {
+  const char* time = cputime ? "cputime" : "time";
+  // nccl-tests' timestamp title and its format as the unit.
+  const std::string ts = timestamps ? Format(" %19s", "timestamp") : "";
+  const std::string ts_unit = timestamps ? Format(" %19s", "%Y-%m-%d %H:%M:%S") : "";
   std::string out = Format("# Collective test starting: %s_perf\n", std::string(Name(c)).c_str());
   out += Format(
       "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          "
       "\n",
       "", "", "", "", "");
-  out += Format("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size",
-                "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
-                "algbw", "busbw", "#wrong");
-  out += Format("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)",
+  out += Format("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s%s\n", "size",
+                "count", "type", "redop", "root", time, "algbw", "busbw", "#wrong", time, "algbw",
+                "busbw", "#wrong", ts.c_str());
+  out += Format("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s%s\n", "(B)",
                 "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
-                "(GB/s)", "");
+                "(GB/s)", "", ts_unit.c_str());
   return out;
 }
 
-std::string FormatRow(const Row& row) {
-  return Format("%12zu  %12zu  %8s  %6s  %6d", row.bytes, row.count,
-                std::string(Name(row.type)).c_str(), row.redop.c_str(), row.root) +
-         FormatMeasurement(row.out_of_place) + FormatMeasurement(row.in_place) + "\n";
+std::string FormatRow(const Row& row, bool cputime) {
+  std::string out = Format("%12zu  %12zu  %8s  %6s  %6d", row.bytes, row.count,
+                           std::string(Name(row.type)).c_str(), row.redop.c_str(), row.root) +
+                    FormatMeasurement(row.out_of_place, cputime) +
+                    FormatMeasurement(row.in_place, cputime);
+  if (!row.timestamp.empty()) out += Format("%21s", row.timestamp.c_str());
+  return out + "\n";
 }
 
 Summary Summarize(const std::vector<Row>& rows, int nranks) {
@@ -154,9 +198,10 @@ std::string FormatJson(const PerfOptions& o, int nranks, const std::vector<Row>&
       "  \"options\": {\"minbytes\": %zu, \"maxbytes\": %zu, \"stepbytes\": %zu, "
       "\"stepfactor\": %zu, \"iters\": %d, \"warmup_iters\": %d, \"agg_iters\": %d, "
       "\"check\": %d, \"blocking\": %d, \"back_to_back\": %d, \"warmup_per_size\": %d, "
-      "\"average\": %d},\n",
+      "\"average\": %d, \"report_cputime\": %d, \"unalign\": %d},\n",
       o.min_bytes, o.max_bytes, o.step_bytes, o.step_factor, o.iters, o.warmup_iters, o.agg_iters,
-      o.check, o.blocking ? 1 : 0, o.back_to_back ? 1 : 0, o.warmup_per_size ? 1 : 0, o.average);
+      o.check, o.blocking, o.back_to_back ? 1 : 0, o.warmup_per_size ? 1 : 0, o.average,
+      o.report_cputime ? 1 : 0, o.unalign);
   out += "  \"rows\": [";
   const char* sep = "\n    ";
   for (const Row& row : rows) {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ struct Measurement {
   double algbw = 0;    // GB/s
   double busbw = 0;    // GB/s
   int64_t wrong = -1;  // wrong elements summed over ranks; -1 = not checked ("N/A")
+  double cpu_us = 0;   // -C: this rank's time to issue the loop, per iteration (not reduced)
 };
 
 // One line of the table.
@@ -32,6 +34,7 @@ struct Row {
   int root = -1;
   Measurement out_of_place;
   Measurement in_place;
+  std::string timestamp;  // -S: FormatTimestamp of when the row finished; "" = none
 };
 
 // Who ran: one entry per rank, in rank order.
@@ -45,15 +48,22 @@ struct RankInfo {
 // 7 characters wide.
 std::string FormatTime(double us);
 
-// "# nThread 1 nGpus 1 minBytes ..." line, the blocking note, and the
-// "# Using devices" block with one "#  Rank ..." line per rank. Ends with "#\n".
+// nccl-tests' -S timestamp, local time: "2025-01-31 12:34:56".
+std::string FormatTimestamp(std::time_t when);
+
+// "# nThread 1 nGpus 1 minBytes ..." line, the mode notes (-z, -C, -T, and
+// one "# " line per options.notes entry), and the "# Using devices" block
+// with one "#  Rank ..." line per rank. Ends with "#\n".
 std::string FormatRunHeader(const PerfOptions& options, const std::vector<RankInfo>& ranks);
 
-// "# Collective test starting: <name>_perf" and the three column-title lines.
-std::string FormatTableHeader(Collective c);
+// "# Collective test starting: <name>_perf" and the three column-title lines;
+// with -C the time columns are titled "cputime", with -S a "timestamp"
+// column ends them.
+std::string FormatTableHeader(Collective c, bool cputime = false, bool timestamps = false);
 
-// One table line with its newline.
-std::string FormatRow(const Row& row);
+// One table line with its newline: the time column shows cpu_us under -C;
+// a non-empty row.timestamp ends the line.
+std::string FormatRow(const Row& row, bool cputime = false);
 
 // Totals over a run, as nccl-tests prints them at the end.
 struct Summary {

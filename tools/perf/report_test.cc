@@ -63,7 +63,7 @@ TEST(PerfReport, RunHeaderListsOptionsAndRanks) {
   o.min_bytes = 8;
   o.max_bytes = 1 << 20;
   o.step_factor = 2;
-  o.blocking = true;
+  o.blocking = 1;
   const std::string h = FormatRunHeader(o, {{0, 4242, "node-a"}, {1, 4343, "node-b"}});
   EXPECT_EQ(h.rfind("# nThread 1 nGpus 1 minBytes 8 maxBytes 1048576 step: 2(factor) warmup "
                     "iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0\n",
@@ -73,7 +73,7 @@ TEST(PerfReport, RunHeaderListsOptionsAndRanks) {
   EXPECT_NE(h.find("#  Rank  0 Group  0 Pid   4242 on     node-a"), std::string::npos);
   EXPECT_NE(h.find("#  Rank  1 Group  0 Pid   4343 on     node-b"), std::string::npos);
   o.step_factor = 1;
-  o.blocking = false;
+  o.blocking = 0;
   const std::string bytes = FormatRunHeader(o, {});
   EXPECT_NE(bytes.find("step: 1048576(bytes)"), std::string::npos);
   EXPECT_EQ(bytes.find("Blocking"), std::string::npos);
@@ -85,6 +85,42 @@ TEST(PerfReport, RunHeaderListsOptionsAndRanks) {
   o.warmup_per_size = true;
   EXPECT_NE(FormatRunHeader(o, {}).find("# Warm-up per size: the warm-up iterations run"),
             std::string::npos);
+}
+
+TEST(PerfReport, CpuTimeTimestampsAndNotes) {
+  // -C: nccl-tests titles the time columns "cputime" and prints the CPU time there.
+  const std::string h = FormatTableHeader(Collective::kGather, /*cputime=*/true);
+  EXPECT_NE(h.find("   root  cputime   algbw   busbw #wrong  cputime   algbw"), std::string::npos);
+  Row row = SampleRow();
+  row.out_of_place.cpu_us = 4.25;
+  row.in_place.cpu_us = 1234.5;
+  const std::string line = FormatRow(row, /*cputime=*/true);
+  EXPECT_NE(line.find("      -1     4.25    8.49   12.74      0   1234.5  106.20"),
+            std::string::npos)
+      << line;
+  // -S: a timestamp column at the end.
+  const std::string ts = FormatTableHeader(Collective::kGather, false, true);
+  EXPECT_NE(ts.find("#wrong           timestamp\n"), std::string::npos) << ts;
+  EXPECT_NE(ts.find("   %Y-%m-%d %H:%M:%S\n"), std::string::npos) << ts;
+  row.timestamp = FormatTimestamp(0);
+  EXPECT_EQ(row.timestamp.size(), 19u);
+  EXPECT_TRUE(FormatRow(row).ends_with("      3  " + row.timestamp + "\n"));
+  // Mode lines and one line per note.
+  PerfOptions o;
+  o.blocking = 3;
+  o.report_cputime = true;
+  o.timeout_s = 7;
+  o.run_cycles = 0;
+  o.notes = {"-G 4: CUDA graphs do not apply to host buffers", "-y 1: no streams"};
+  const std::string run = FormatRunHeader(o, {});
+  for (const char* line :
+       {"# Blocking Enabled: wait for completion and barrier after each "
+        "iteration; the barrier is not timed\n",
+        "# Report CPU time", "# Timeout: 7 s per operation", "# Run cycles: until stopped\n",
+        "\n# -G 4: CUDA graphs do not apply to host buffers\n# -y 1: no "
+        "streams\n"}) {
+    EXPECT_NE(run.find(line), std::string::npos) << line;
+  }
 }
 
 TEST(PerfReport, SummaryCountsLikeNcclTests) {
@@ -136,12 +172,13 @@ TEST(PerfReport, JsonHasEveryMeasurement) {
   const std::vector<Row> rows{row};
   const std::string json = FormatJson(o, 4, rows, Summarize(rows, 4));
   EXPECT_NE(json.find("\"nranks\": 4"), std::string::npos);
-  EXPECT_NE(json.find("\"back_to_back\": 0, \"warmup_per_size\": 0, \"average\": 1}"),
+  EXPECT_NE(json.find("\"back_to_back\": 0, \"warmup_per_size\": 0, \"average\": 1, "
+                      "\"report_cputime\": 0, \"unalign\": 0}"),
             std::string::npos);
   EXPECT_NE(json.find("{\"collective\": \"all_reduce\", \"placement\": \"out-of-place\", "
                       "\"size\": 1048576, \"count\": 262144, \"type\": \"float\", \"redop\": "
                       "\"sum\", \"root\": -1, \"time_us\": 123.456, \"algbw_gbps\": 8.49, "
-                      "\"busbw_gbps\": 12.74, \"wrong\": 0}"),
+                      "\"busbw_gbps\": 12.74, \"cputime_us\": 0, \"wrong\": 0}"),
             std::string::npos);
   // Unchecked is null, and so is a non-finite number (JSON has no Inf).
   EXPECT_NE(json.find("\"placement\": \"in-place\""), std::string::npos);
