@@ -1,10 +1,17 @@
 // The NCCL-compatible C ABI (loom/nccl.h) over loom's C++ API: argument
 // checks, the one Status -> ncclResult_t conversion, communicators,
-// collectives and groups (the memory entry points are in memory.cc).
+// collectives and groups. Elsewhere: memory (memory.cc), reduction operators
+// (redop.cc), ncclConfig_t (config.cc), shrink/revoke/scalable init
+// (lifecycle.cc), all-to-all/gather/scatter (rooted.cc), the group
+// simulation's cost model (simulate.cc).
 //
 // Every entry point runs its body through Api(), which turns a non-OK Status
 // or any exception into an ncclResult_t, records the message for
 // ncclGetLastError and logs it at WARN. Nothing else converts results.
+//
+// Inside a group, operations are checked when called and collected here;
+// the outermost ncclGroupEnd issues them in one loom group, and
+// ncclGroupSimulateEnd prices and drops them.
 #include "loom/nccl.h"
 
 #include <algorithm>
@@ -32,9 +39,18 @@
 #include "loom/loom.hpp"
 
 using loom::nccl_shim::Api;
+using loom::nccl_shim::CheckBuffer;
+using loom::nccl_shim::CheckRank;
+using loom::nccl_shim::GroupedOp;
+using loom::nccl_shim::InitRank;
 using loom::nccl_shim::InitRequest;
+using loom::nccl_shim::Issue;
+using loom::nccl_shim::LogCreated;
+using loom::nccl_shim::Operable;
+using loom::nccl_shim::ParseConfig;
 using loom::nccl_shim::Printf;
 using loom::nccl_shim::ToDataType;
+using loom::nccl_shim::ToMovedType;
 using loom::nccl_shim::ToReduction;
 using loom::nccl_shim::Usable;
 
@@ -48,7 +64,8 @@ static_assert(static_cast<int>(loom::Code::kInvalidArgument) == ncclInvalidArgum
 static_assert(static_cast<int>(loom::Code::kInvalidUsage) == ncclInvalidUsage);
 static_assert(static_cast<int>(loom::Code::kRemoteError) == ncclRemoteError);
 static_assert(static_cast<int>(loom::Code::kInProgress) == ncclInProgress);
-static_assert(loom::kNumDataTypes == ncclNumTypes);
+// loom's types are NCCL's up to bfloat16; fp8 only moves, as bytes (redop.cc).
+static_assert(loom::kNumDataTypes == ncclFloat8e4m3);
 static_assert(static_cast<int>(loom::DataType::kInt8) == ncclInt8);
 static_assert(static_cast<int>(loom::DataType::kUint8) == ncclUint8);
 static_assert(static_cast<int>(loom::DataType::kInt32) == ncclInt32);
@@ -91,6 +108,7 @@ struct ThreadState {
   std::string last_error;
   int group_depth = 0;
   std::vector<ncclComm*> deferred;  // handles ncclGroupEnd must create
+  std::vector<GroupedOp> grouped;   // operations ncclGroupEnd issues, in call order
 };
 thread_local ThreadState t_state;
 
@@ -154,6 +172,10 @@ loom::UniqueId ToLoom(const ncclUniqueId& id) {
   return out;
 }
 
+}  // namespace
+
+namespace loom::nccl_shim {
+
 loom::Status CheckBuffer(const char* name, const void* buf, size_t count) {
   if (buf == nullptr && count > 0) {
     return loom::InvalidArgument(Printf("%s is NULL but count is %zu", name, count));
@@ -169,11 +191,6 @@ loom::Status CheckRank(const char* name, int value, int nranks) {
   return loom::Status::Ok();
 }
 
-}  // namespace
-
-namespace loom::nccl_shim {
-
-// The communicator behind a handle, if it can take operations now.
 loom::Result<loom::Communicator*> Usable(ncclComm_t comm) {
   if (comm == nullptr) return loom::InvalidArgument("comm is NULL");
   if (comm->pending) {
@@ -184,46 +201,30 @@ loom::Result<loom::Communicator*> Usable(ncclComm_t comm) {
   return comm->impl.get();
 }
 
+loom::Result<loom::Communicator*> Operable(ncclComm_t comm) {
+  LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
+  if (comm->revoked.load()) {
+    return loom::InvalidUsage(
+        "the communicator was revoked (ncclCommRevoke): only split, shrink, destroy and abort "
+        "remain");
+  }
+  return c;
+}
+
+bool InGroup() {
+  return t_state.group_depth > 0;
+}
+
+loom::Status Issue(const char* func, ncclComm* comm, OpCost cost,
+                   std::function<loom::Status()> run) {
+  if (!InGroup()) return run();
+  t_state.grouped.push_back(GroupedOp{func, comm, cost, std::move(run)});
+  return loom::Status::Ok();
+}
+
 }  // namespace loom::nccl_shim
 
 namespace {
-
-// Reads a caller's ncclConfig_t like NCCL does: `size` says how much of the
-// struct the caller's header had, `version` which fields were meaningful.
-loom::Result<loom::CommConfig> ParseConfig(const ncclConfig_t* config) {
-  loom::CommConfig out;
-  if (config == nullptr) return out;
-  size_t size = 0;
-  std::memcpy(&size, config, sizeof size);
-  ncclConfig_t known = NCCL_CONFIG_INITIALIZER;
-  if (size < offsetof(ncclConfig_t, version)) {
-    return loom::InvalidArgument(Printf(
-        "ncclConfig_t size %zu is too small: initialise it with NCCL_CONFIG_INITIALIZER", size));
-  }
-  std::memcpy(&known, config, std::min(size, sizeof known));
-  if (known.magic != NCCL_API_MAGIC) {
-    return loom::InvalidArgument(
-        Printf("ncclConfig_t magic is 0x%x, not 0x%x: initialise it with NCCL_CONFIG_INITIALIZER",
-               known.magic, NCCL_API_MAGIC));
-  }
-  // Before 2.14 the struct had no options at all.
-  int blocking = known.version < NCCL_VERSION(2, 14, 0) ? NCCL_CONFIG_UNDEF_INT : known.blocking;
-  if (blocking != NCCL_CONFIG_UNDEF_INT && blocking != 0 && blocking != 1) {
-    return loom::InvalidArgument(
-        Printf("ncclConfig_t.blocking is %d; it must be 0, 1 or NCCL_CONFIG_UNDEF_INT", blocking));
-  }
-  if (blocking == 0) {
-    LOOM_INFO(loom::log::kInit,
-              "non-blocking communicator requested: loom completes every call before returning, "
-              "so calls return ncclSuccess rather than ncclInProgress");
-  }
-  if (known.version >= NCCL_VERSION(2, 17, 0) && known.netName != nullptr) {
-    LOOM_INFO(loom::log::kInit,
-              "ncclConfig_t.netName \"%s\" ignored: choose transports with NCCL_NET",
-              known.netName);
-  }
-  return out;
-}
 
 // --- creation ---
 
@@ -265,11 +266,20 @@ std::vector<InitOutcome> CreateConcurrently(const std::vector<InitRequest>& requ
   return out;
 }
 
+}  // namespace
+
+namespace loom::nccl_shim {
+
 void LogCreated(const ncclComm* comm) {
-  LOOM_INFO(loom::log::kInit, "comm %p rank %d nranks %d host %s - Init COMPLETE",
-            static_cast<const void*>(comm), comm->impl->rank(), comm->impl->size(),
-            comm->impl->host().c_str());
+  const std::string& name = comm->config.name;
+  LOOM_INFO(loom::log::kInit, "comm %p%s%s rank %d nranks %d host %s - Init COMPLETE",
+            static_cast<const void*>(comm), name.empty() ? "" : " name ", name.c_str(),
+            comm->impl->rank(), comm->impl->size(), comm->impl->host().c_str());
 }
+
+}  // namespace loom::nccl_shim
+
+namespace {
 
 // ncclGroupEnd's half of a deferred ncclCommInitRank. Returns the first failure.
 loom::Status CompleteDeferredInits() {
@@ -295,14 +305,23 @@ loom::Status CompleteDeferredInits() {
 
 // Frees a handle (ncclCommDestroy, ncclCommAbort). loom's teardown is not
 // collective, so one thread may free the ranks of ncclCommInitAll in turn. A
-// handle freed before its group ended is never created.
+// handle freed before its group ended is never created, and the operations
+// the group collected for it are dropped.
 void Release(std::unique_ptr<ncclComm> comm) {
   auto& d = t_state.deferred;
   d.erase(std::remove(d.begin(), d.end(), comm.get()), d.end());
+  auto& g = t_state.grouped;
+  g.erase(std::remove_if(g.begin(), g.end(),
+                         [&](const GroupedOp& op) { return op.comm == comm.get(); }),
+          g.end());
   comm.reset();
 }
 
-loom::Status InitRank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank,
+}  // namespace
+
+namespace loom::nccl_shim {
+
+loom::Status InitRank(ncclComm_t* comm, int nranks, const loom::UniqueId& id, int rank,
                       const ncclConfig_t* config) {
   if (comm == nullptr) return loom::InvalidArgument("comm (the ncclComm_t to fill in) is NULL");
   *comm = nullptr;
@@ -313,7 +332,7 @@ loom::Status InitRank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int 
   LOOM_ASSIGN_OR_RETURN(loom::CommConfig parsed, ParseConfig(config));
   auto handle = std::make_unique<ncclComm>();
   handle->config = parsed;
-  InitRequest request{ToLoom(id), rank, nranks, std::move(parsed)};
+  InitRequest request{id, rank, nranks, std::move(parsed)};
   if (t_state.group_depth > 0) {
     handle->pending = std::move(request);
     t_state.deferred.push_back(handle.get());
@@ -327,6 +346,10 @@ loom::Status InitRank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int 
   *comm = handle.release();
   return loom::Status::Ok();
 }
+
+}  // namespace loom::nccl_shim
+
+namespace {
 
 // --- ncclGetUniqueId under a launcher ---
 
@@ -390,14 +413,16 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
-  return Api("ncclCommInitRank",
-             [&]() -> loom::Status { return InitRank(comm, nranks, commId, rank, nullptr); });
+  return Api("ncclCommInitRank", [&]() -> loom::Status {
+    return InitRank(comm, nranks, ToLoom(commId), rank, nullptr);
+  });
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                     ncclConfig_t* config) {
-  return Api("ncclCommInitRankConfig",
-             [&]() -> loom::Status { return InitRank(comm, nranks, commId, rank, config); });
+  return Api("ncclCommInitRankConfig", [&]() -> loom::Status {
+    return InitRank(comm, nranks, ToLoom(commId), rank, config);
+  });
 }
 
 ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* /*devlist: host buffers*/) {
@@ -457,6 +482,11 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   return Api("ncclCommFinalize", [&]() -> loom::Status {
     LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
+    if (comm->revoked.load()) {
+      return loom::InvalidArgument(
+          "the communicator was revoked (ncclCommRevoke): destroy or abort it instead");
+    }
+    comm->finalized.store(true);
     return c->Finalize();
   });
 }
@@ -567,12 +597,14 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream) {
   return Api("ncclAllReduce", [&]() -> loom::Status {
-    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
+    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Operable(comm));
     LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToDataType(datatype));
     LOOM_ASSIGN_OR_RETURN(loom::Reduction red, ToReduction(comm, op));
     LOOM_TRY(CheckBuffer("sendbuff", sendbuff, count));
     LOOM_TRY(CheckBuffer("recvbuff", recvbuff, count));
-    return c->AllReduce(sendbuff, recvbuff, count, type, red, stream);
+    return Issue("ncclAllReduce", comm,
+                 {loom::OpKind::kAllReduce, count * loom::SizeOf(type), c->size()},
+                 [=] { return c->AllReduce(sendbuff, recvbuff, count, type, red, stream); });
   });
 }
 
@@ -580,57 +612,65 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
   return Api("ncclReduceScatter", [&]() -> loom::Status {
-    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
+    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Operable(comm));
     LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToDataType(datatype));
     LOOM_ASSIGN_OR_RETURN(loom::Reduction red, ToReduction(comm, op));
     LOOM_TRY(CheckBuffer("sendbuff", sendbuff, recvcount));
     LOOM_TRY(CheckBuffer("recvbuff", recvbuff, recvcount));
-    return c->ReduceScatter(sendbuff, recvbuff, recvcount, type, red, stream);
+    return Issue("ncclReduceScatter", comm,
+                 {loom::OpKind::kReduceScatter, recvcount * loom::SizeOf(type), c->size()}, [=] {
+                   return c->ReduceScatter(sendbuff, recvbuff, recvcount, type, red, stream);
+                 });
   });
 }
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   return Api("ncclAllGather", [&]() -> loom::Status {
-    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
-    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToDataType(datatype));
+    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Operable(comm));
+    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToMovedType(datatype));
     LOOM_TRY(CheckBuffer("sendbuff", sendbuff, sendcount));
     LOOM_TRY(CheckBuffer("recvbuff", recvbuff, sendcount));
-    return c->AllGather(sendbuff, recvbuff, sendcount, type, stream);
+    return Issue("ncclAllGather", comm,
+                 {loom::OpKind::kAllGather, sendcount * loom::SizeOf(type), c->size()},
+                 [=] { return c->AllGather(sendbuff, recvbuff, sendcount, type, stream); });
   });
 }
 
 namespace {
-loom::Status Broadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                       int root, ncclComm_t comm, cudaStream_t stream) {
-  LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
-  LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToDataType(datatype));
+loom::Status Broadcast(const char* func, const void* sendbuff, void* recvbuff, size_t count,
+                       ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Operable(comm));
+  LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToMovedType(datatype));
   LOOM_TRY(CheckRank("root", root, c->size()));
   if (c->rank() == root) {
     LOOM_TRY(CheckBuffer("sendbuff (on root)", sendbuff, count));
   }
   LOOM_TRY(CheckBuffer("recvbuff", recvbuff, count));
-  return c->Broadcast(sendbuff, recvbuff, count, type, root, stream);
+  return Issue(func, comm, {loom::OpKind::kBroadcast, count * loom::SizeOf(type), c->size()},
+               [=] { return c->Broadcast(sendbuff, recvbuff, count, type, root, stream); });
 }
 }  // namespace
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t stream) {
-  return Api("ncclBroadcast",
-             [&] { return Broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream); });
+  return Api("ncclBroadcast", [&] {
+    return Broadcast("ncclBroadcast", sendbuff, recvbuff, count, datatype, root, comm, stream);
+  });
 }
 
 ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                        cudaStream_t stream) {
-  return Api("ncclBcast",
-             [&] { return Broadcast(buff, buff, count, datatype, root, comm, stream); });
+  return Api("ncclBcast", [&] {
+    return Broadcast("ncclBcast", buff, buff, count, datatype, root, comm, stream);
+  });
 }
 
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   return Api("ncclReduce", [&]() -> loom::Status {
-    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
+    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Operable(comm));
     LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToDataType(datatype));
     LOOM_ASSIGN_OR_RETURN(loom::Reduction red, ToReduction(comm, op));
     LOOM_TRY(CheckRank("root", root, c->size()));
@@ -638,53 +678,157 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, nccl
     if (c->rank() == root) {
       LOOM_TRY(CheckBuffer("recvbuff (on root)", recvbuff, count));
     }
-    return c->Reduce(sendbuff, recvbuff, count, type, red, root, stream);
+    return Issue("ncclReduce", comm, {loom::OpKind::kReduce, count * loom::SizeOf(type), c->size()},
+                 [=] { return c->Reduce(sendbuff, recvbuff, count, type, red, root, stream); });
   });
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
   return Api("ncclSend", [&]() -> loom::Status {
-    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
-    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToDataType(datatype));
+    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Operable(comm));
+    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToMovedType(datatype));
     LOOM_TRY(CheckRank("peer", peer, c->size()));
     LOOM_TRY(CheckBuffer("sendbuff", sendbuff, count));
-    return c->Send(sendbuff, count, type, peer, stream);
+    return Issue("ncclSend", comm, {loom::OpKind::kSendRecv, count * loom::SizeOf(type), 2},
+                 [=] { return c->Send(sendbuff, count, type, peer, stream); });
   });
 }
 
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
   return Api("ncclRecv", [&]() -> loom::Status {
-    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Usable(comm));
-    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToDataType(datatype));
+    LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Operable(comm));
+    LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToMovedType(datatype));
     LOOM_TRY(CheckRank("peer", peer, c->size()));
     LOOM_TRY(CheckBuffer("recvbuff", recvbuff, count));
-    return c->Recv(recvbuff, count, type, peer, stream);
+    return Issue("ncclRecv", comm, {loom::OpKind::kSendRecv, count * loom::SizeOf(type), 2},
+                 [=] { return c->Recv(recvbuff, count, type, peer, stream); });
   });
 }
 
 ncclResult_t ncclGroupStart(void) {
   return Api("ncclGroupStart", []() -> loom::Status {
-    LOOM_TRY(loom::GroupStart());
     ++t_state.group_depth;
     return loom::Status::Ok();
   });
 }
+
+namespace {
+
+// Issues what the group collected as one loom group, which runs it (host
+// buffers) or enqueues it (device buffers). Returns the first failure, its
+// entry point named.
+loom::Status RunGrouped(std::vector<GroupedOp> ops) {
+  if (ops.empty()) return loom::Status::Ok();
+  LOOM_TRY(loom::GroupStart());
+  loom::Status first;
+  for (GroupedOp& op : ops) {
+    loom::Status s = op.run();
+    if (first.ok() && !s.ok()) first = s.WithContext(Printf("%s in the group", op.func));
+  }
+  loom::Status ended = loom::GroupEnd();
+  return first.ok() ? ended : first;
+}
+
+// The outermost ncclGroupEnd's work, or ncclGroupSimulateEnd's when
+// `simulate` (then the operations are priced into *estimate_us, unless
+// there are none, and dropped). Deferred creations complete either way, as
+// in NCCL. Returns the first failure.
+loom::Status EndOutermostGroup(bool simulate, float* estimate_us) {
+  std::vector<GroupedOp> ops;
+  ops.swap(t_state.grouped);
+  loom::Status ended;
+  if (simulate) {
+    if (!ops.empty()) *estimate_us = static_cast<float>(loom::nccl_shim::EstimateUs(ops));
+  } else {
+    // Issue the collected operations first: they run on communicators that
+    // exist already, and every rank of a deferred creation does the same.
+    ended = RunGrouped(std::move(ops));
+  }
+  loom::Status created;
+  if (!t_state.deferred.empty()) created = CompleteDeferredInits();
+  return ended.ok() ? created : ended;
+}
+
+}  // namespace
 
 ncclResult_t ncclGroupEnd(void) {
   return Api("ncclGroupEnd", []() -> loom::Status {
     if (t_state.group_depth == 0) {
       return loom::InvalidUsage("ncclGroupEnd without a matching ncclGroupStart");
     }
-    --t_state.group_depth;
-    // Issue the collected operations first: they run on communicators that
-    // exist already, and every rank of a deferred creation does the same.
-    loom::Status ended = loom::GroupEnd();
-    loom::Status created;
-    if (t_state.group_depth == 0 && !t_state.deferred.empty()) created = CompleteDeferredInits();
-    return ended.ok() ? created : ended;
+    if (--t_state.group_depth > 0) return loom::Status::Ok();
+    return EndOutermostGroup(/*simulate=*/false, nullptr);
   });
 }
+
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  if (simInfo == nullptr) return ncclGroupEnd();  // as NCCL
+  return Api("ncclGroupSimulateEnd", [&]() -> loom::Status {
+    if (t_state.group_depth == 0) {
+      return loom::InvalidUsage("ncclGroupSimulateEnd without a matching ncclGroupStart");
+    }
+    if (--t_state.group_depth > 0) return loom::Status::Ok();
+    // Read as ncclConfig_t is: `size` says how much of the struct the caller has.
+    size_t size = 0;
+    std::memcpy(&size, simInfo, sizeof size);
+    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+    info.magic = 0;
+    std::memcpy(&info, simInfo, std::min(size, sizeof info));
+    if (info.magic != NCCL_SIM_INFO_MAGIC) {
+      // NCCL ends the group on this failure too, dropping what it collected.
+      t_state.grouped.clear();
+      LOOM_TRY(EndOutermostGroup(/*simulate=*/true, &info.estimatedTime));
+      return loom::InvalidArgument(
+          Printf("ncclSimInfo_t magic is 0x%x, not 0x%x (size %zu): initialise it with "
+                 "NCCL_SIM_INFO_INITIALIZER; the group was ended and its operations dropped",
+                 info.magic, NCCL_SIM_INFO_MAGIC, size));
+    }
+    loom::Status ended = EndOutermostGroup(/*simulate=*/true, &info.estimatedTime);
+    std::memcpy(simInfo, &info, std::min(size, sizeof info));
+    return ended;
+  });
+}
+
+void ncclResetDebugInit(void) {
+  try {
+    loom::log::ReloadFromEnv();
+  } catch (
+      ...) {  // NOLINT(bugprone-empty-catch): no result to report it in; logging stays as it was
+  }
+}
+
+LOOM_NCCL_PROFILING_ALIAS(ncclGetVersion);
+LOOM_NCCL_PROFILING_ALIAS(ncclGetUniqueId);
+LOOM_NCCL_PROFILING_ALIAS(ncclCommInitRank);
+LOOM_NCCL_PROFILING_ALIAS(ncclCommInitRankConfig);
+LOOM_NCCL_PROFILING_ALIAS(ncclCommInitAll);
+LOOM_NCCL_PROFILING_ALIAS(ncclCommSplit);
+LOOM_NCCL_PROFILING_ALIAS(ncclCommFinalize);
+LOOM_NCCL_PROFILING_ALIAS(ncclCommDestroy);
+LOOM_NCCL_PROFILING_ALIAS(ncclCommAbort);
+LOOM_NCCL_PROFILING_ALIAS(ncclCommGetAsyncError);
+LOOM_NCCL_PROFILING_ALIAS(ncclGetErrorString);
+LOOM_NCCL_PROFILING_ALIAS(ncclGetLastError);
+LOOM_NCCL_PROFILING_ALIAS(ncclCommCount);
+LOOM_NCCL_PROFILING_ALIAS(ncclCommUserRank);
+LOOM_NCCL_PROFILING_ALIAS(ncclCommCuDevice);
+LOOM_NCCL_PROFILING_ALIAS(ncclAllReduce);
+LOOM_NCCL_PROFILING_ALIAS(ncclReduceScatter);
+LOOM_NCCL_PROFILING_ALIAS(ncclAllGather);
+LOOM_NCCL_PROFILING_ALIAS(ncclBroadcast);
+LOOM_NCCL_PROFILING_ALIAS(ncclBcast);
+LOOM_NCCL_PROFILING_ALIAS(ncclReduce);
+LOOM_NCCL_PROFILING_ALIAS(ncclSend);
+LOOM_NCCL_PROFILING_ALIAS(ncclRecv);
+LOOM_NCCL_PROFILING_ALIAS(ncclGroupStart);
+LOOM_NCCL_PROFILING_ALIAS(ncclGroupEnd);
+LOOM_NCCL_PROFILING_ALIAS(ncclGroupSimulateEnd);
+// Deprecated in the header, as in NCCL; naming it for the alias is not a use.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+LOOM_NCCL_PROFILING_ALIAS(ncclResetDebugInit);
+#pragma GCC diagnostic pop
 
 #pragma GCC visibility pop

@@ -17,12 +17,38 @@ using loom::nccl_shim::Usable;
 
 namespace loom::nccl_shim {
 
-loom::Result<loom::DataType> ToDataType(const ncclDataType_t& type) {
-  const int v = RawEnum(type);
+namespace {
+
+bool IsFloat8(int v) {
+  return v == ncclFloat8e4m3 || v == ncclFloat8e5m2;
+}
+
+loom::Status CheckTypeRange(int v) {
   if (v < 0 || v >= ncclNumTypes) {
     return loom::InvalidArgument(
         Printf("datatype %d is not an ncclDataType_t (valid: 0..%d)", v, ncclNumTypes - 1));
   }
+  return loom::Status::Ok();
+}
+
+}  // namespace
+
+loom::Result<loom::DataType> ToDataType(const ncclDataType_t& type) {
+  const int v = RawEnum(type);
+  LOOM_TRY(CheckTypeRange(v));
+  if (IsFloat8(v)) {
+    return loom::InvalidArgument(
+        Printf("datatype %d (%s) cannot be reduced by loom; fp8 data only moves (all-gather, "
+               "broadcast, all-to-all, gather, scatter, send/recv)",
+               v, v == ncclFloat8e4m3 ? "ncclFloat8e4m3" : "ncclFloat8e5m2"));
+  }
+  return static_cast<loom::DataType>(v);
+}
+
+loom::Result<loom::DataType> ToMovedType(const ncclDataType_t& type) {
+  const int v = RawEnum(type);
+  LOOM_TRY(CheckTypeRange(v));
+  if (IsFloat8(v)) return loom::DataType::kUint8;
   return static_cast<loom::DataType>(v);
 }
 
@@ -105,5 +131,8 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
     return loom::Status::Ok();
   });
 }
+
+LOOM_NCCL_PROFILING_ALIAS(ncclRedOpCreatePreMulSum);
+LOOM_NCCL_PROFILING_ALIAS(ncclRedOpDestroy);
 
 #pragma GCC visibility pop

@@ -1,12 +1,15 @@
 // What the files of the NCCL C ABI shim share: the object behind ncclComm_t,
-// Api() (the one path from a loom::Status to an ncclResult_t) and the checks
-// every entry point makes. Private to comm/nccl; compiled with hidden
-// visibility, so none of it is exported.
+// Api() (the one path from a loom::Status to an ncclResult_t), the checks
+// every entry point makes, and Issue(), which runs an operation or collects
+// it in the caller's open group. Private to comm/nccl; compiled with hidden
+// visibility, so none of it is exported but the entry points.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -15,6 +18,13 @@
 
 #include "loom/loom.hpp"
 #include "loom/nccl.h"
+#include "transports/transport.h"
+
+// Exports NCCL's profiling name of an entry point, p<name>, as an ELF alias
+// of it: the same code, as in NVIDIA's library. Put it after the definition.
+#define LOOM_NCCL_PROFILING_ALIAS(name)                                    \
+  extern "C" __attribute__((visibility("default"))) decltype(name) p##name \
+      __attribute__((alias(#name)))
 
 namespace loom::nccl_shim {
 
@@ -65,6 +75,7 @@ struct ncclComm {
     const void* buff;
     size_t size;
     uint64_t id;  // Communicator::RegisterBuffer's handle
+    bool window;  // made by ncclCommWindowRegister, so only its Deregister takes it
   };
   std::mutex registrations_mu;
   std::vector<std::unique_ptr<Registration>> registrations;
@@ -72,12 +83,64 @@ struct ncclComm {
   // until ncclRedOpDestroy empties the slot (which a later create reuses).
   std::mutex user_ops_mu;
   std::vector<std::optional<loom::Reduction>> user_ops;
+  // ncclCommRevoke: operations are refused from then on. Any thread may set it.
+  std::atomic<bool> revoked{false};
+  // ncclCommFinalize was called (ncclCommRevoke refuses a finalized comm).
+  std::atomic<bool> finalized{false};
 };
 
 namespace loom::nccl_shim {
 
-// The communicator behind a handle, if it can take operations now.
+// The communicator behind a handle, once created (revoked or not).
 loom::Result<loom::Communicator*> Usable(ncclComm_t comm);
+// The communicator behind a handle, if it can take operations now: created
+// and not revoked (ncclInvalidUsage, as NCCL).
+loom::Result<loom::Communicator*> Operable(ncclComm_t comm);
+
+// NULL with a non-zero count is InvalidArgument naming `name`.
+loom::Status CheckBuffer(const char* name, const void* buf, size_t count);
+// InvalidArgument naming `name` unless 0 <= value < nranks.
+loom::Status CheckRank(const char* name, int value, int nranks);
+
+// Reads a caller's ncclConfig_t as NCCL does (config.cc): only the fields
+// the caller's header had (its `version`), NCCL's refusals of bad values.
+// NULL gives the defaults.
+loom::Result<loom::CommConfig> ParseConfig(const ncclConfig_t* config);
+
+// ncclCommInitRank and its variants: checks, then creates *comm now, or
+// inside a group records it for ncclGroupEnd.
+loom::Status InitRank(ncclComm_t* comm, int nranks, const loom::UniqueId& id, int rank,
+                      const ncclConfig_t* config);
+// Logs "Init COMPLETE" for a created communicator.
+void LogCreated(const ncclComm* comm);
+// True while this thread has a group open (ncclGroupStart without its End).
+bool InGroup();
+
+// What the cost model needs to price an operation (ncclGroupSimulateEnd):
+// its kind and bytes as CostModel::PredictUs counts them, and the ranks.
+struct OpCost {
+  loom::OpKind kind = loom::OpKind::kSendRecv;
+  size_t bytes = 0;
+  int nranks = 1;
+};
+
+// An operation a group collected: ncclGroupEnd runs it, ncclGroupSimulateEnd
+// prices it and drops it, freeing `comm` drops it.
+struct GroupedOp {
+  const char* func;  // the entry point, for the error's context
+  ncclComm* comm;
+  OpCost cost;
+  std::function<loom::Status()> run;
+};
+
+// Runs `run` now, or inside a group collects it for ncclGroupEnd (so the
+// arguments must have been checked already).
+loom::Status Issue(const char* func, ncclComm* comm, OpCost cost,
+                   std::function<loom::Status()> run);
+
+// The predicted time of the group's operations run one after another, in
+// microseconds (simulate.cc).
+double EstimateUs(const std::vector<GroupedOp>& ops);
 
 // An enum a C caller passed, read as its int bytes: the caller may pass any
 // int, and loading a C++ enum outside its range (e.g. (ncclDataType_t)42) is
@@ -90,8 +153,12 @@ int RawEnum(const Enum& e) {
   return v;
 }
 
-// The datatype, or InvalidArgument naming a value outside ncclDataType_t.
+// The datatype of a reducing operation, or InvalidArgument naming a value
+// outside ncclDataType_t or an fp8 type (loom does not reduce those).
 loom::Result<loom::DataType> ToDataType(const ncclDataType_t& type);
+// The datatype of an operation that only moves data: fp8 elements move as
+// bytes (kUint8, the same size).
+loom::Result<loom::DataType> ToMovedType(const ncclDataType_t& type);
 
 // What `op` computes on `comm`: a built-in operator, or one of comm's
 // ncclRedOpCreatePreMulSum operators (redop.cc). The enum is read as its
