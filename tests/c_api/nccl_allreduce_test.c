@@ -5,8 +5,9 @@
  * runs as a single rank.
  *
  * Checks all-reduce (float and int32, counts 0, 1, 1031, 1<<20, in and out of
- * place), the other collectives, a grouped send/recv ring, split (even/odd,
- * and NCCL_SPLIT_NOCOLOR), every error string, and the invalid-argument paths.
+ * place), the other collectives, all-to-all, gather and scatter (alone and in
+ * one group), a grouped send/recv ring, split (even/odd, and
+ * NCCL_SPLIT_NOCOLOR), every error string, and the invalid-argument paths.
  * Exit status 0 means every check passed on this rank. */
 #include <stdint.h>
 #include <stdio.h>
@@ -75,7 +76,7 @@ static void check_version(void) {
   int version = 0;
   NCCL_OK(ncclGetVersion(&version));
   CHECK(version == NCCL_VERSION_CODE);
-  CHECK(version >= NCCL_VERSION(2, 18, 0));
+  CHECK(version >= NCCL_VERSION(2, 28, 0));
   CHECK(ncclGetVersion(NULL) == ncclInvalidArgument);
 }
 
@@ -245,6 +246,89 @@ static void check_other_collectives(ncclComm_t comm, int rank, int nranks) {
   free(f);
 }
 
+/* The value rank `from` sends rank `to` at element i of a block. */
+static int32_t block_value(int from, int to, size_t i) {
+  return (int32_t)(from * 1000000 + to * 10000 + (int)(i % 10000));
+}
+
+/* All-to-all, then a gather to the last rank and a scatter from rank 0
+ * (buffers of all blocks NULL off the root), then both again in one group. */
+static void check_alltoall_gather_scatter(ncclComm_t comm, int rank, int nranks) {
+  const size_t count = 1031;
+  const size_t total = count * (size_t)nranks;
+  const int groot = nranks - 1;
+  size_t i, bad = 0;
+  int32_t* send = (int32_t*)xmalloc(total * sizeof(int32_t));
+  int32_t* recv = (int32_t*)xmalloc(total * sizeof(int32_t));
+  int32_t* mine = (int32_t*)xmalloc(count * sizeof(int32_t));
+  int32_t* got = (int32_t*)xmalloc(count * sizeof(int32_t));
+
+  /* all-to-all: block j of my input goes to rank j */
+  for (i = 0; i < total; ++i) {
+    send[i] = block_value(rank, (int)(i / count), i % count);
+    recv[i] = -1;
+  }
+  NCCL_OK(ncclAlltoAll(send, recv, count, ncclInt32, comm, NULL));
+  for (i = 0; i < total; ++i) {
+    if (recv[i] != block_value((int)(i / count), rank, i % count)) ++bad;
+  }
+  CHECK(bad == 0);
+
+  /* gather to the last rank */
+  for (i = 0; i < count; ++i) mine[i] = block_value(rank, groot, i);
+  for (i = 0; i < total; ++i) recv[i] = -1;
+  NCCL_OK(ncclGather(mine, rank == groot ? recv : NULL, count, ncclInt32, groot, comm, NULL));
+  if (rank == groot) {
+    for (bad = 0, i = 0; i < total; ++i) {
+      if (recv[i] != block_value((int)(i / count), groot, i % count)) ++bad;
+    }
+    CHECK(bad == 0);
+  }
+
+  /* scatter from rank 0: block r of its buffer to rank r */
+  for (i = 0; i < total; ++i) send[i] = block_value(0, (int)(i / count), i % count);
+  for (i = 0; i < count; ++i) got[i] = -1;
+  NCCL_OK(ncclScatter(rank == 0 ? send : NULL, got, count, ncclInt32, 0, comm, NULL));
+  for (bad = 0, i = 0; i < count; ++i) {
+    if (got[i] != block_value(0, rank, i)) ++bad;
+  }
+  CHECK(bad == 0);
+
+  /* both in one group, in place on their roots */
+  for (i = 0; i < count; ++i) {
+    mine[i] = block_value(rank, 0, i);
+    got[i] = -1;
+  }
+  if (rank == 0) {
+    for (i = 0; i < count; ++i) recv[i] = mine[i];
+  }
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclGather(rank == 0 ? recv : mine, rank == 0 ? recv : NULL, count, ncclInt32, 0, comm,
+                     NULL));
+  NCCL_OK(ncclScatter(rank == groot ? send : NULL,
+                      rank == groot ? send + (size_t)groot * count : got, count, ncclInt32, groot,
+                      comm, NULL));
+  NCCL_OK(ncclGroupEnd());
+  if (rank == 0) {
+    for (bad = 0, i = 0; i < total; ++i) {
+      if (recv[i] != block_value((int)(i / count), 0, i % count)) ++bad;
+    }
+    CHECK(bad == 0);
+  }
+  {
+    const int32_t* mine_now = rank == groot ? send + (size_t)groot * count : got;
+    for (bad = 0, i = 0; i < count; ++i) {
+      if (mine_now[i] != block_value(0, rank, i)) ++bad;
+    }
+    CHECK(bad == 0);
+  }
+
+  free(send);
+  free(recv);
+  free(mine);
+  free(got);
+}
+
 /* Every rank sends to the next and receives from the previous: deadlocks
  * unless the group lets both progress together. */
 static void check_group_ring(ncclComm_t comm, int rank, int nranks) {
@@ -345,6 +429,7 @@ int main(void) {
   }
   check_other_collectives(comm, rank, nranks);
   check_premulsum(comm, rank, nranks);
+  check_alltoall_gather_scatter(comm, rank, nranks);
   check_group_ring(comm, rank, nranks);
   check_split(comm, rank, nranks);
 
