@@ -235,6 +235,11 @@ Topology ProbeHwloc(const std::string& hostname, bool* hwloc_used) {
   // libpciaccess plugin: it only adds the vendor/device names, which we do
   // not use, and libpciaccess 0.17 leaks ~1 KiB on every load (LeakSanitizer).
   hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "pci");
+  // The GL plugin opens X displays :0 to :N, over TCP to localhost when no
+  // socket exists; behind a firewall that drops the replies each connect
+  // hangs for minutes. loom uses nothing it finds, nor OpenCL's.
+  hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "gl");
+  hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "opencl");
 #endif
   if (hwloc_topology_load(topo) != 0) {
     LOOM_INFO(log::kGraph, "hwloc_topology_load failed; using the CPU count only");

@@ -27,6 +27,9 @@ case $SCENARIO in
   loopback) bash "$NETSIM" hosts 2 "127.0.1.1 node2" ;;
   drop) bash "$NETSIM" block 2 $((PORT + 1)) drop ;;
   reject) bash "$NETSIM" block 2 $((PORT + 1)) reject ;;
+  # Every high inbound port dropped on h2, ephemeral ones included: its
+  # connects to the coordinator never complete.
+  firewall) bash "$NETSIM" block 2 30000:65535 drop ;;
   ifname) HOSTENV[3]="NCCL_SOCKET_IFNAME=eth0" ;;
   mtu) bash "$NETSIM" mtu 3 data0 9000 ;;
   env) HOSTENV[3]="NCCL_IB_DISABLE=1" ;;
@@ -89,6 +92,15 @@ case $SCENARIO in
   loopback) expect FAIL names FAIL h2 "'node2' resolves to loopback 127.0.1.1"; same_codes 2 ;;
   drop) expect FAIL reachability FAIL h2 "port $((PORT + 1)) on mgmt0 $MGMT.0.2 dropped: no answer from h1,h3"; same_codes 2 ;;
   reject) expect FAIL reachability FAIL h2 "port $((PORT + 1)) on mgmt0 $MGMT.0.2 refused (RST) to h1,h3"; same_codes 2 ;;
+  firewall)
+    # Rank 0 names the rank that never came; h2 ended on its own (within
+    # --wait and its connect timeouts) and printed why.
+    expect FAIL agents FAIL "rank 1" "never reached the coordinator"; same_codes 2
+    python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+hits = [f for f in r["findings"] if f["check"] == "reachability" and f["status"] == "FAIL"
+        and "could not reach the coordinator" in f["summary"] and "a firewall may drop" in f["summary"]]
+sys.exit(0 if hits else f"h2 did not say why it could not reach the coordinator: {r}")' "$WORK/out2" ;;
   ifname) expect FAIL interfaces FAIL h3 "eth0"; same_codes 2 ;;
   mtu) expect FAIL mtu_routes FAIL h3 "mtu 1500 on h1/data0,h2/data0; mtu 9000 on h3/data0"; same_codes 2 ;;
   env) expect FAIL fingerprint FAIL h3 "NCCL_IB_DISABLE differs: '0' on h1,h2; '1' on h3"; same_codes 2 ;;

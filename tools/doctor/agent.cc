@@ -89,6 +89,9 @@ class Coordinator {
     report.findings = extra;
     const CheckOptions& checks = opt_.checks;
     for (Finding& f : RunAllChecks(hosts, checks)) report.findings.push_back(std::move(f));
+    // The report first: under a launcher the agents exit with the verdict,
+    // and the launcher may then end this process before it printed.
+    if (opt_.print_report) opt_.print_report(report);
     const Finding* cause = MostLikelyCause(report.findings);
     Broadcast(Value::Object{{"type", "done"},
                             {"exit_code", ExitCode(report.findings)},
@@ -286,13 +289,22 @@ Result<AgentResult> RunAgent(const AgentOptions& opt) {
   Fd conn;
   Probe root = ReachRoot(opt, root_res.addresses.front(), &conn);
   if (root.outcome != ProbeOutcome::kOk) {
+    // A connect that times out got no answer at all: a firewall dropped the
+    // request or the reply (replies come back to an ephemeral port here).
+    const std::string firewall =
+        root.outcome == ProbeOutcome::kTimeout
+            ? "; a firewall may drop TCP to port " + std::to_string(root.port) + " on " +
+                  root.address + ", or the replies to this host's ephemeral ports"
+            : "";
     return Alone(opt, me, Fail(Check::kReachability, me.label,
-                               "rendezvous " + root.address + ":" + std::to_string(root.port) + " " +
+                               "could not reach the coordinator: connecting to rendezvous " +
+                                   root.address + ":" + std::to_string(root.port) + " ended in " +
                                    Name(root.outcome) + " (" + root.detail + ") for " +
-                                   std::to_string(opt.wait_ms / 1000) + " s",
+                                   std::to_string(opt.wait_ms / 1000) + " s" + firewall,
                                "pass an address of rank 0's host that this host routes to (LOOM_ROOT or "
                                "MASTER_ADDR), check that rank 0 runs, and open TCP port " +
-                                   std::to_string(root.port) + " there"));
+                                   std::to_string(root.port) + " there and the ephemeral ports "
+                                   "(net.ipv4.ip_local_port_range) here"));
   }
   const std::string coord_name = "the coordinator at " + RootText(l);
   auto lost = [&](const Status& s) {
@@ -358,6 +370,7 @@ Result<AgentResult> RunAgent(const AgentOptions& opt) {
     coord_thread.join();
     result.report = std::move(full);
     result.full_report = true;
+    result.printed = static_cast<bool>(opt.print_report);
     result.exit_code = ExitCode(result.report.findings);
   }
   return result;

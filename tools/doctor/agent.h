@@ -14,6 +14,7 @@
 // agents that never said hello.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,10 @@ struct AgentOptions {
   double stream_seconds = 0.5;             // per ordered host pair; 0 skips check 6
   int64_t stream_max_bytes = int64_t{4} << 30;
   CheckOptions checks;
+  // Prints the coordinator's report before the agents hear the verdict, so
+  // that a launcher which stops the job when one of them exits non-zero
+  // cannot stop rank 0 before its report is out.
+  std::function<void(const Report&)> print_report;
 };
 
 // What an agent ends with: the report it should print (the full one on
@@ -43,6 +48,7 @@ struct AgentResult {
   Report report;
   int exit_code = 0;
   bool full_report = false;  // true on rank 0, or when an agent had to report alone
+  bool printed = false;      // the report went out through AgentOptions::print_report
   std::string note;          // for the non-reporting ranks: "report printed by rank 0 on h1: FAIL"
 };
 

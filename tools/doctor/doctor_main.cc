@@ -113,13 +113,14 @@ int DoctorMain(int argc, char** argv) {
   a.wait_ms = static_cast<int>(o.wait_s * 1000);
   a.stream_seconds = o.stream_seconds;
   a.checks = checks;
+  a.print_report = [&o](const doctor::Report& r) { Print(r, o.json); };
   auto result = doctor::RunAgent(a);
   if (!result.ok()) {
     std::fprintf(stderr, "loom doctor: %s\n", result.status().message().c_str());
     return 2;
   }
   if (result->full_report) {
-    Print(result->report, o.json);
+    if (!result->printed) Print(result->report, o.json);
   } else {
     std::fprintf(stderr, "%s\n", result->note.c_str());
   }
