@@ -34,4 +34,8 @@ int TopoMain(int argc, char** argv);
 // multi-node job fails or is slow, one agent per host (tools/doctor/doctor_main.cc).
 int DoctorMain(int argc, char** argv);
 
+// `loom plan --params N --gpus N [...]`: DP x TP x PP x ZeRO layout, memory and
+// traffic per GPU, recommended layout (tools/plan/plan_main.cc).
+int PlanMain(int argc, char** argv);
+
 }  // namespace loom::tools

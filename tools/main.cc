@@ -19,6 +19,7 @@ constexpr Command kCommands[] = {
     {"info", "version, build options and every parameter with its value", loom::tools::InfoMain},
     {"topo", "host topology, GPU/NIC path matrix and algorithm choice", loom::tools::TopoMain},
     {"doctor", "why a multi-node job fails or is slow: per-host checks, cause, fix", loom::tools::DoctorMain},
+    {"plan", "parallel layout for a model on a cluster: memory, traffic, step time", loom::tools::PlanMain},
 };
 
 const Command* FindCommand(std::string_view name) {

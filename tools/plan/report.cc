@@ -1,0 +1,271 @@
+// Rendering of `loom plan` output (report.h).
+#include "tools/plan/report.h"
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+
+namespace loom::tools::plan {
+namespace {
+
+std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string Format(const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+double G(double bytes) {
+  return bytes / kGB;
+}
+
+// Three significant figures keep the JSON short and stable.
+double Round3(double v) {
+  if (v == 0 || !std::isfinite(v)) return v;
+  const double scale = std::pow(10, 2 - static_cast<int>(std::floor(std::log10(std::fabs(v)))));
+  return std::round(v * scale) / scale;
+}
+
+const char* DtypeName(Dtype d) {
+  switch (d) {
+    case Dtype::kFp32: return "fp32";
+    case Dtype::kBf16: return "bf16";
+    case Dtype::kFp16: return "fp16";
+  }
+  return "?";
+}
+
+std::string TrainingLine(const PlanInput& in) {
+  const Training& t = in.train;
+  const StateBytes b = BytesPerParam(t);
+  std::string precision = t.dtype == Dtype::kFp32
+                              ? std::string("fp32")
+                              : Format("%s mixed precision (fp32 master weights%s)", DtypeName(t.dtype),
+                                       t.fp32_grads ? ", fp32 gradient copy" : "");
+  return Format("training: global batch %lld x %d tokens, micro-batch %d, %s, %s: %.0f bytes of model "
+                "state per parameter (%.0f + %.0f + %.0f)",
+                static_cast<long long>(t.global_batch), in.model.seq, t.micro_batch, precision.c_str(),
+                t.optimizer == Optimizer::kAdam ? "Adam" : "SGD with momentum", b.params + b.grads + b.optimizer,
+                b.params, b.grads, b.optimizer);
+}
+
+std::string ClusterLine(const PlanOptions& o) {
+  const Cluster& c = o.input.cluster;
+  return Format("cluster: %d GPUs = %d node%s x %d, %.0f GB each; intra %s; network %s (%.3g GB/s per node, "
+                "%s); compute %.0f TFLOPs per GPU%s",
+                c.gpus, c.nodes(), c.nodes() == 1 ? "" : "s", c.gpus_per_node, G(c.gpu_mem), c.intra_label.c_str(),
+                c.net_label.c_str(), c.links.inter.bandwidth_gbs,
+                c.links.inter.latency_us <= 5 ? "RDMA" : "sockets", c.tflops,
+                o.tflops_given ? "" : " (assumed; --tflops sets it)");
+}
+
+std::string Row(int rank, const Estimate& e, bool mark) {
+  const Layout& l = e.layout;
+  const Memory& m = e.mem;
+  return Format("%s%3d %4d %3d %3d %4d %4s %4s | %6.1f %6.1f %6.1f %6.1f %5.1f %6.1f | %8.1f %8.1f | %8.3g %8.3g %5.1f%% %8.3g\n",
+                mark ? ">" : " ", rank, l.dp, l.tp, l.pp, l.zero, l.recompute ? "on" : "off",
+                l.offload ? "cpu" : "-", G(m.params), G(m.grads), G(m.optimizer), G(m.activations),
+                G(m.buffers + m.reserve), G(m.total()), G(e.intra_bytes), G(e.inter_bytes), e.comm_s,
+                e.compute_s, 100 * e.bubble, e.step_s);
+}
+
+const char kHeader[] =
+    "    #   DP  TP  PP ZeRO  rec  off | params  grads  optim    act other  total | intra GB inter GB |   comm s compute s bubble   step s\n";
+
+std::string CommLines(const Estimate& e) {
+  std::string s;
+  for (const CommItem& c : e.comm) {
+    s += Format("    %-18s %-13s %4d ranks %-5s %8.0f calls x %9.3g MB  %-12s %9.1f GB %9.3g s\n", c.what.c_str(),
+                c.collective.c_str(), c.group, LinkClassName(c.link), c.calls, c.call_bytes / 1e6, c.algo.c_str(),
+                G(c.bytes), c.seconds);
+  }
+  if (e.offload_s > 0) s += Format("    %-18s %-13s over PCIe %59.3g s\n", "offload", "copy", e.offload_s);
+  if (s.empty()) s = "    none: one GPU\n";
+  return s;
+}
+
+const Estimate* BestWith(const Plan& plan, bool (*pred)(const Layout&)) {
+  for (const Estimate& e : plan.feasible) {
+    if (pred(e.layout)) return &e;
+  }
+  return nullptr;
+}
+
+bool IsZero3Only(const Layout& l) {
+  return l.zero == 3 && l.tp == 1 && l.pp == 1 && !l.offload;
+}
+
+json::Value LayoutJson(const Layout& l) {
+  return json::Value::Object{{"dp", l.dp},           {"tp", l.tp},
+                             {"pp", l.pp},           {"zero", l.zero},
+                             {"recompute", l.recompute}, {"offload", l.offload}};
+}
+
+json::Value EstimateJson(const Estimate& e) {
+  json::Value::Object o{{"layout", LayoutJson(e.layout)}};
+  if (!e.infeasible.empty()) {
+    o.emplace_back("why", e.infeasible);
+    if (e.mem.total() > 0) o.emplace_back("memory_gb", Round3(G(e.mem.total())));
+    return o;
+  }
+  const Memory& m = e.mem;
+  o.emplace_back("memory_gb", json::Value::Object{{"params", Round3(G(m.params))},
+                                                  {"grads", Round3(G(m.grads))},
+                                                  {"optimizer", Round3(G(m.optimizer))},
+                                                  {"activations", Round3(G(m.activations))},
+                                                  {"buffers", Round3(G(m.buffers))},
+                                                  {"reserve", Round3(G(m.reserve))},
+                                                  {"total", Round3(G(m.total()))},
+                                                  {"cpu", Round3(G(m.cpu))}});
+  json::Value::Array comm;
+  for (const CommItem& c : e.comm) {
+    comm.push_back(json::Value::Object{{"what", c.what},
+                                       {"collective", c.collective},
+                                       {"group", c.group},
+                                       {"link", LinkClassName(c.link)},
+                                       {"calls", Round3(c.calls)},
+                                       {"call_bytes", Round3(c.call_bytes)},
+                                       {"bytes", Round3(c.bytes)},
+                                       {"algorithm", c.algo},
+                                       {"seconds", Round3(c.seconds)}});
+  }
+  o.emplace_back("comm", std::move(comm));
+  o.emplace_back("intra_gb", Round3(G(e.intra_bytes)));
+  o.emplace_back("inter_gb", Round3(G(e.inter_bytes)));
+  o.emplace_back("micro_batches", static_cast<int64_t>(e.micro_batches));
+  o.emplace_back("comm_s", Round3(e.comm_s));
+  o.emplace_back("compute_s", Round3(e.compute_s));
+  o.emplace_back("offload_s", Round3(e.offload_s));
+  o.emplace_back("bubble", Round3(e.bubble));
+  o.emplace_back("step_s", Round3(e.step_s));
+  o.emplace_back("tokens_per_gpu_s", Round3(e.tokens_per_gpu_s));
+  return o;
+}
+
+}  // namespace
+
+std::string RenderPlanText(const PlanOptions& o, const Plan& plan) {
+  const PlanInput& in = o.input;
+  const ModelShape& m = in.model;
+  std::string s;
+  s += Format("model: %.4g B parameters; %d layers, hidden %d, %d heads, vocabulary %d, sequence %d (%s)\n",
+              m.params / 1e9, m.layers, m.hidden, m.heads, m.vocab, m.seq, m.source.c_str());
+  s += TrainingLine(in) + "\n" + ClusterLine(o) + "\n\n";
+
+  const size_t shown = o.all ? plan.feasible.size() : std::min(plan.feasible.size(), static_cast<size_t>(o.top));
+  s += Format("feasible layouts: %zu, fastest first (memory per GPU in GB, communication per GPU per step)\n",
+              plan.feasible.size());
+  if (!plan.feasible.empty()) s += kHeader;
+  for (size_t i = 0; i < shown; ++i) {
+    s += Row(static_cast<int>(i + 1), plan.feasible[i], static_cast<int>(i) == plan.recommended);
+  }
+  if (plan.recommended >= static_cast<int>(shown)) {
+    s += "  ...\n" + Row(plan.recommended + 1, plan.feasible[static_cast<size_t>(plan.recommended)], true);
+  }
+  if (shown < plan.feasible.size()) s += Format("  ... %zu more (--all shows them)\n", plan.feasible.size() - shown);
+
+  s += "\n";
+  if (plan.recommended >= 0) {
+    const Estimate& r = plan.feasible[static_cast<size_t>(plan.recommended)];
+    s += "recommended: " + Describe(r.layout) + "\n";
+    s += "  rule: " + plan.rule + "\n";
+    s += Format("  memory per GPU: %.1f GB params + %.1f grads + %.1f optimizer + %.1f activations + %.1f "
+                "buffers + %.1f CUDA reserve = %.1f GB of %.0f\n",
+                G(r.mem.params), G(r.mem.grads), G(r.mem.optimizer), G(r.mem.activations), G(r.mem.buffers),
+                G(r.mem.reserve), G(r.mem.total()), G(in.cluster.gpu_mem));
+    s += Format("  step: %.3g s compute x %.3g for a %.1f%% bubble (%lld micro-batches) + %.3g s communication = "
+                "%.3g s; %.0f tokens/s per GPU\n",
+                r.compute_s, 1 / (1 - r.bubble), 100 * r.bubble, static_cast<long long>(r.micro_batches), r.comm_s,
+                r.step_s, r.tokens_per_gpu_s);
+    s += "  communication per GPU per step (algorithm: loom's cost model):\n" + CommLines(r);
+  } else {
+    s += "recommended: none\n  rule: " + plan.rule + "\n";
+  }
+
+  // The ZeRO-3 figure as quoted, and with real parameter bytes.
+  const double net = in.cluster.links.inter.bandwidth_gbs * 1e9;
+  const Zero3Figure z = Zero3Traffic(m.params, net);
+  s += Format("\nZeRO-3 traffic, 3 x parameters per GPU per step (all-gather forward and backward, "
+              "reduce-scatter), at %.3g Gb/s:\n",
+              net * 8 / 1e9);
+  s += Format("  quoted counting, 1 byte per parameter: %.0f GB = %.0f Gb -> %.0f s\n", G(z.quoted_bytes),
+              G(z.quoted_bytes) * 8, z.quoted_s);
+  s += Format("  bf16/fp16 parameters, 2 bytes:         %.0f GB -> %.0f s\n", G(z.bf16_bytes), z.bf16_s);
+  s += Format("  fp32 parameters, 4 bytes:              %.0f GB -> %.0f s\n", G(z.fp32_bytes), z.fp32_s);
+  if (const Estimate* z3 = BestWith(plan, IsZero3Only)) {
+    s += Format("  this plan's ZeRO-3 layout (%s, %lld micro-batches, the node's network shared by %d GPUs): "
+                "%.0f GB inter-node per GPU, %.3g s communication, %.3g s a step\n",
+                Describe(z3->layout).c_str(), static_cast<long long>(z3->micro_batches), in.cluster.gpus_per_node,
+                G(z3->inter_bytes), z3->comm_s, z3->step_s);
+  } else {
+    s += "  (no ZeRO-3-only layout is feasible here)\n";
+  }
+
+  s += Format("\ninfeasible layouts: %zu\n", plan.infeasible.size());
+  const size_t cap = o.all ? plan.infeasible.size() : std::min<size_t>(plan.infeasible.size(), 12);
+  for (size_t i = 0; i < cap; ++i) {
+    const Estimate& e = plan.infeasible[i];
+    s += Format("  %-40s %s\n", Describe(e.layout).c_str(), e.infeasible.c_str());
+  }
+  if (cap < plan.infeasible.size()) s += Format("  ... %zu more (--all shows them)\n", plan.infeasible.size() - cap);
+  return s;
+}
+
+json::Value RenderPlanJson(const PlanOptions& o, const Plan& plan) {
+  const PlanInput& in = o.input;
+  const ModelShape& m = in.model;
+  const Cluster& c = in.cluster;
+  const Training& t = in.train;
+  json::Value::Array feasible, infeasible;
+  for (const Estimate& e : plan.feasible) feasible.push_back(EstimateJson(e));
+  for (const Estimate& e : plan.infeasible) infeasible.push_back(EstimateJson(e));
+  const Zero3Figure z = Zero3Traffic(m.params, c.links.inter.bandwidth_gbs * 1e9);
+  json::Value recommended;
+  if (plan.recommended >= 0) {
+    recommended = json::Value::Object{
+        {"index", plan.recommended},
+        {"layout", LayoutJson(plan.feasible[static_cast<size_t>(plan.recommended)].layout)},
+        {"rule", plan.rule}};
+  } else {
+    recommended = json::Value::Object{{"rule", plan.rule}};
+  }
+  return json::Value::Object{
+      {"schema", "loom-plan/1"},
+      {"model", json::Value::Object{{"params", m.params},
+                                    {"layers", m.layers},
+                                    {"hidden", m.hidden},
+                                    {"heads", m.heads},
+                                    {"vocab", m.vocab},
+                                    {"seq", m.seq},
+                                    {"shape", m.source}}},
+      {"training", json::Value::Object{{"global_batch", static_cast<int64_t>(t.global_batch)},
+                                       {"micro_batch", t.micro_batch},
+                                       {"dtype", DtypeName(t.dtype)},
+                                       {"fp32_grads", t.fp32_grads},
+                                       {"optimizer", t.optimizer == Optimizer::kAdam ? "adam" : "sgd"}}},
+      {"cluster", json::Value::Object{{"gpus", c.gpus},
+                                      {"gpus_per_node", c.gpus_per_node},
+                                      {"gpu_mem_gb", Round3(G(c.gpu_mem))},
+                                      {"intra", c.intra_label},
+                                      {"intra_gbs", c.links.intra.bandwidth_gbs},
+                                      {"nvlink", c.nvlink},
+                                      {"net", c.net_label},
+                                      {"net_gbs", c.links.inter.bandwidth_gbs},
+                                      {"tflops", c.tflops},
+                                      {"tflops_assumed", !o.tflops_given}}},
+      {"recommended", recommended},
+      {"feasible", std::move(feasible)},
+      {"infeasible", std::move(infeasible)},
+      {"zero3_traffic", json::Value::Object{{"quoted_gb", Round3(G(z.quoted_bytes))},
+                                            {"quoted_s", Round3(z.quoted_s)},
+                                            {"bf16_gb", Round3(G(z.bf16_bytes))},
+                                            {"bf16_s", Round3(z.bf16_s)},
+                                            {"fp32_gb", Round3(G(z.fp32_bytes))},
+                                            {"fp32_s", Round3(z.fp32_s)}}},
+  };
+}
+
+}  // namespace loom::tools::plan
