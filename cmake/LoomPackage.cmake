@@ -16,10 +16,12 @@ set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-# Every component but `torch`, in one package.
+# Every component but `torch`, in one package named loom.
 get_cmake_property(_loom_components COMPONENTS)
 list(REMOVE_ITEM _loom_components torch)
 set(CPACK_COMPONENTS_ALL ${_loom_components})
-set(CPACK_DEB_COMPONENT_INSTALL OFF)
+set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_COMPONENTS_GROUPING ALL_COMPONENTS_IN_ONE)
+# Debug information stays in the build tree.
+set(CPACK_STRIP_FILES ON)
 include(CPack)

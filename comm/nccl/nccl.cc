@@ -14,6 +14,8 @@
 // ncclGroupSimulateEnd prices and drops them.
 #include "loom/nccl.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -271,6 +273,17 @@ std::vector<InitOutcome> CreateConcurrently(const std::vector<InitRequest>& requ
 namespace loom::nccl_shim {
 
 void LogCreated(const ncclComm* comm) {
+  // NCCL names its version once per process at INFO; so does loom, with
+  // the file the loader took, so a user sees which libnccl.so.2 runs.
+  static std::once_flag banner;
+  std::call_once(banner, [] {
+    Dl_info self{};
+    const char* file = dladdr(reinterpret_cast<void*>(&ncclGetVersion), &self) != 0 && self.dli_fname
+                           ? self.dli_fname
+                           : "?";
+    LOOM_INFO(loom::log::kInit, "loom %s implementing the NCCL API %d.%d.%d, loaded from %s",
+              loom::Version(), NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, file);
+  });
   const std::string& name = comm->config.name;
   LOOM_INFO(loom::log::kInit, "comm %p%s%s rank %d nranks %d host %s - Init COMPLETE",
             static_cast<const void*>(comm), name.empty() ? "" : " name ", name.c_str(),

@@ -30,6 +30,7 @@ cat "$tmp/out"
 [ "$status" -eq 0 ] || { echo "FAIL: exit status $status"; exit 1; }
 [ "$(grep -c '^rank [0-2] of 3: passed' "$tmp/out")" -eq 3 ] ||
   { echo "FAIL: not every rank passed"; exit 1; }
-# loom's own log lines prove which library ran the calls.
-grep -q ' loom INFO ' "$tmp/out" || { echo "FAIL: no loom log line: another libnccl ran"; exit 1; }
+# loom's own log line names the library file the loader took.
+grep -q "loom INFO loom .* implementing the NCCL API 2\.28\.9, loaded from $tmp/lib/libnccl.so.2" "$tmp/out" ||
+  { echo "FAIL: no loom banner naming $tmp/lib/libnccl.so.2: another libnccl ran"; exit 1; }
 echo "PASS: an NVIDIA-header, -lnccl program ran on loom's libnccl.so.2"

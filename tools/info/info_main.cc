@@ -8,6 +8,7 @@
 #include "comm/device_path.h"
 #include "comm/fingerprint.h"
 #include "loom/loom.hpp"
+#include "loom/nccl.h"
 #include "tools/commands.h"
 
 namespace loom::tools {
@@ -53,7 +54,9 @@ int InfoMain(int argc, char** argv) {
     }
   }
   if (!params_only) {
-    std::printf("loom %s (NCCL-compatible API: loom/nccl.h, libloom_nccl.so)\n", Version());
+    std::printf("loom %s (NCCL %d.%d.%d API: loom/nccl.h, libloom_nccl.so.2, also installed as "
+                "libnccl.so.2 in <libdir>/loom/nccl)\n",
+                Version(), NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
     std::printf("build:\n");
     for (auto& [k, v] : BuildOptions()) std::printf("  %-16s %s\n", k.c_str(), v.empty() ? "-" : v.c_str());
     std::printf("transports: shm (same host, POSIX shared memory), tcp (sockets)\n");
