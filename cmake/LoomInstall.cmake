@@ -33,6 +33,9 @@ if(TARGET loom_nccl)
     message(STATUS "Installing: ${_loom_nccl_view}/libnccl.so.2 -> ../../libloom_nccl.so.2")
     file(CREATE_LINK ../../libloom_nccl.so.2 "${_loom_nccl_view}/libnccl.so.2" SYMBOLIC)
     file(CREATE_LINK libnccl.so.2 "${_loom_nccl_view}/libnccl.so" SYMBOLIC)
+    # A program linked with -lnccl against this view records the library's
+    # own soname, libloom_nccl.so.2: found here too, with the same path.
+    file(CREATE_LINK ../../libloom_nccl.so.2 "${_loom_nccl_view}/libloom_nccl.so.2" SYMBOLIC)
   ]])
 endif()
 install(EXPORT loomTargets NAMESPACE loom:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/loom)
