@@ -191,10 +191,10 @@ std::string RenderPlanText(const PlanOptions& o, const Plan& plan) {
   s += Format("\nZeRO-3 traffic, 3 x parameters per GPU per step (all-gather forward and backward, "
               "reduce-scatter), at %.3g Gb/s:\n",
               net * 8 / 1e9);
-  s += Format("  quoted counting, 1 byte per parameter: %.0f GB = %.0f Gb -> %.0f s\n", G(z.quoted_bytes),
+  s += Format("  quoted counting, 1 byte per parameter: %.0f GB = %.0f Gb -> %.3g s\n", G(z.quoted_bytes),
               G(z.quoted_bytes) * 8, z.quoted_s);
-  s += Format("  bf16/fp16 parameters, 2 bytes:         %.0f GB -> %.0f s\n", G(z.bf16_bytes), z.bf16_s);
-  s += Format("  fp32 parameters, 4 bytes:              %.0f GB -> %.0f s\n", G(z.fp32_bytes), z.fp32_s);
+  s += Format("  bf16/fp16 parameters, 2 bytes:         %.0f GB -> %.3g s\n", G(z.bf16_bytes), z.bf16_s);
+  s += Format("  fp32 parameters, 4 bytes:              %.0f GB -> %.3g s\n", G(z.fp32_bytes), z.fp32_s);
   if (const Estimate* z3 = BestWith(plan, IsZero3Only)) {
     s += Format("  this plan's ZeRO-3 layout (%s, %lld micro-batches, the node's network shared by %d GPUs): "
                 "%.0f GB inter-node per GPU, %.3g s communication, %.3g s a step\n",
