@@ -1,6 +1,7 @@
 // The doctor agent and, on rank 0, the coordinator (protocol in agent.h).
 #include "tools/doctor/agent.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -85,7 +86,13 @@ class Coordinator {
     for (auto& [r, a] : agents_) hosts.push_back(a.facts);
     Report report;
     report.mode = "agents";
-    for (const HostFacts& h : hosts) report.hosts.push_back(h.label);
+    // Hosts by identity: several agents of one machine are one host.
+    std::vector<std::string> seen;
+    for (const HostFacts& h : hosts) {
+      if (std::find(seen.begin(), seen.end(), h.host_id) != seen.end()) continue;
+      seen.push_back(h.host_id);
+      report.hosts.push_back(h.label);
+    }
     report.findings = extra;
     const CheckOptions& checks = opt_.checks;
     for (Finding& f : RunAllChecks(hosts, checks)) report.findings.push_back(std::move(f));
