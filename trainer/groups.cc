@@ -31,12 +31,14 @@ Status Group::AllReduce(float* buf, size_t n, RedOp op) {
   if (!comm_) return Status::Ok();
   Timed t(clock_);
   ++ops_;
+  bytes_.allreduce += n * sizeof(float);
   return comm_->AllReduce(buf, buf, n, DataType::kFloat32, op).WithContext(name_ + " all-reduce");
 }
 
 Work Group::AllReduceAsync(float* buf, size_t n, RedOp op) {
   if (!comm_) return Work();
   ++ops_;
+  bytes_.allreduce += n * sizeof(float);
   return comm_->AllReduceAsync(buf, buf, n, DataType::kFloat32, op);
 }
 
@@ -46,12 +48,14 @@ Work Group::ReduceScatterAsync(const float* send, float* recv, size_t recvcount,
     return Work();
   }
   ++ops_;
+  bytes_.reducescatter += static_cast<size_t>(size()) * recvcount * sizeof(float);
   return comm_->ReduceScatterAsync(send, recv, recvcount, DataType::kFloat32, op);
 }
 
 Work Group::AllGatherAsync(float* buf, size_t count) {
   if (!comm_) return Work();
   ++ops_;
+  bytes_.allgather += count * sizeof(float);
   return comm_->AllGatherAsync(buf + static_cast<size_t>(rank()) * count, buf, count,
                                DataType::kFloat32);
 }
@@ -70,6 +74,8 @@ Status Group::Exchange(const float* send_a, size_t n_send_a, int peer_send_a, fl
   }
   Timed t(clock_);
   ++ops_;
+  if (peer_send_a >= 0) bytes_.send += n_send_a * sizeof(float);
+  if (peer_send_b >= 0) bytes_.send += n_send_b * sizeof(float);
   LOOM_TRY(GroupStart());
   // Inside a group the blocking forms only record the operation.
   Status st;

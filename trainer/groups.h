@@ -15,9 +15,21 @@ struct CommClock {
   double seconds = 0;
 };
 
+// Bytes this rank hands to loom, per kind of call: the call's input on this
+// rank (all-reduce: the buffer; reduce-scatter: the whole send buffer,
+// size() blocks; all-gather: this rank's block; send/recv: what it sends).
+// A ring moves 2(n-1)/n, (n-1)/n, (n-1) and 1 times that on the wire.
+struct GroupBytes {
+  uint64_t allreduce = 0, reducescatter = 0, allgather = 0, send = 0;
+  uint64_t total() const { return allreduce + reducescatter + allgather + send; }
+  bool operator==(const GroupBytes&) const = default;
+};
+
 // One communicator of the grid, or a trivial group of one rank (no
 // communicator; every collective is then a local copy or nothing). Counts
-// the operations it issues so tests can check when synchronisation happens.
+// the operations it issues, and their bytes, so tests can check when
+// synchronisation happens and how much it hands to loom (a group of one
+// counts nothing: no communicator, nothing sent).
 // Calls follow the Communicator contract (same order on every member); not
 // thread-safe.
 class Group {
@@ -29,6 +41,7 @@ class Group {
   int rank() const { return comm_ ? comm_->rank() : 0; }
   int size() const { return comm_ ? comm_->size() : 1; }
   uint64_t ops() const { return ops_; }
+  const GroupBytes& bytes() const { return bytes_; }
 
   // Blocking, in place.
   Status AllReduce(float* buf, size_t n, RedOp op);
@@ -51,6 +64,7 @@ class Group {
   std::unique_ptr<Communicator> comm_;
   CommClock* clock_;
   uint64_t ops_ = 0;
+  GroupBytes bytes_;
 };
 
 // The rank grid: rank = tp + TP * (dp + DP * pp).

@@ -39,6 +39,8 @@ output and checks:
   --dump-grads PREFIX      step-0 gradients after synchronisation, PREFIX.<rank>
   --sim-dp N               one process emulating N DP ranks (parity reference)
   --expect-dp-ops N        fail unless every step issues exactly N DP operations
+  --report-bytes           at the end, one JSON line per rank: operations and
+                           bytes per group in one step, model-state bytes
   --learn-margin X         fail unless the final loss <= Markov entropy + X
   --mutate drop-tp-allreduce|drop-avg-scale   break the run on purpose (tests)
   --quiet
@@ -64,6 +66,10 @@ Status ParseTrain(int argc, char** argv, TrainOptions* o) {
     const std::string flag = argv[i];
     if (flag == "--quiet") {
       o->quiet = true;
+      continue;
+    }
+    if (flag == "--report-bytes") {
+      o->report_bytes = true;
       continue;
     }
     if (i + 1 >= argc) return loom::InvalidArgument("missing value after " + flag);

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <numeric>
+#include <string>
+#include <vector>
 
 #include "trainer/model.h"
 
@@ -92,6 +94,18 @@ class Run {
 
   const ParamLayout& layout() const { return layout_; }
   int buckets() const { return sync_.buckets(); }
+
+  // Bytes of the model states this rank allocated. Gradients: the flat
+  // buffer, the last stage's LM-head part of wte, and the ZeRO shard.
+  struct StateBytes {
+    size_t params = 0, grads = 0, optimizer = 0;
+  };
+  StateBytes Allocated() {
+    const size_t shard = o_.sync.zero ? m_.size() : 0;
+    return {params_.size() * sizeof(float),
+            (grads_.size() + model_.head_wte_grad().size() + shard) * sizeof(float),
+            (m_.size() + v_.size()) * sizeof(float)};
+  }
 
   // One training step; *loss gets the global mean loss (on every rank).
   Status Step(int step, float* loss) {
@@ -227,6 +241,63 @@ Status WriteLosses(const TrainOptions& o, const std::vector<float>& losses,
   return std::fclose(f) == 0 ? Status::Ok() : SystemError("cannot write " + o.losses_path);
 }
 
+// One step's traffic through each group of more than one rank.
+struct GroupStep {
+  const Group* group;
+  uint64_t ops = 0;
+  GroupBytes bytes;
+  bool operator==(const GroupStep& o) const { return ops == o.ops && bytes == o.bytes; }
+};
+
+std::vector<GroupStep> Snapshot(const Grid& g) {
+  std::vector<GroupStep> out;
+  for (const Group* group : {g.tp.get(), g.dp.get(), g.pp.get(), g.tie.get(), g.world.get()}) {
+    if (group != nullptr && group->size() > 1) out.push_back({group, group->ops(), group->bytes()});
+  }
+  return out;
+}
+
+std::vector<GroupStep> Delta(const std::vector<GroupStep>& before, const std::vector<GroupStep>& after) {
+  std::vector<GroupStep> d = after;
+  for (size_t i = 0; i < d.size(); ++i) {
+    const GroupBytes& b = before[i].bytes;
+    d[i].ops -= before[i].ops;
+    d[i].bytes.allreduce -= b.allreduce;
+    d[i].bytes.reducescatter -= b.reducescatter;
+    d[i].bytes.allgather -= b.allgather;
+    d[i].bytes.send -= b.send;
+  }
+  return d;
+}
+
+// The --report-bytes line: step 0's traffic (same_every_step says whether
+// every later step matched it) and the allocated model states.
+void PrintBytes(const TrainOptions& o, const Grid& g, const std::vector<GroupStep>& step,
+                bool same, size_t params, size_t grads, size_t optimizer) {
+  std::string groups;
+  for (const GroupStep& s : step) {
+    const GroupBytes& b = s.bytes;
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "%s{\"name\": \"%s\", \"size\": %d, \"ops\": %llu, \"allreduce\": %llu, "
+                  "\"reducescatter\": %llu, \"allgather\": %llu, \"send\": %llu, \"bytes\": %llu}",
+                  groups.empty() ? "" : ", ", s.group->name().c_str(), s.group->size(),
+                  static_cast<unsigned long long>(s.ops), static_cast<unsigned long long>(b.allreduce),
+                  static_cast<unsigned long long>(b.reducescatter),
+                  static_cast<unsigned long long>(b.allgather), static_cast<unsigned long long>(b.send),
+                  static_cast<unsigned long long>(b.total()));
+    groups += buf;
+  }
+  std::printf("{\"schema\": \"loom-train-bytes/1\", \"rank\": %d, \"dp_rank\": %d, \"tp_rank\": %d, "
+              "\"pp_rank\": %d, \"dp\": %d, \"tp\": %d, \"pp\": %d, \"zero\": %d, \"steps\": %d, "
+              "\"same_every_step\": %s, \"groups\": [%s], \"memory\": {\"params\": %zu, "
+              "\"grads\": %zu, \"optimizer\": %zu}}\n",
+              g.rank, g.dp_rank, g.tp_rank, g.pp_rank, o.grid.dp, o.grid.tp, o.grid.pp,
+              o.sync.zero ? 1 : 0, o.steps, same ? "true" : "false", groups.c_str(), params, grads,
+              optimizer);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 Status Train(const TrainOptions& o, std::unique_ptr<Communicator> world) {
@@ -247,12 +318,18 @@ Status Train(const TrainOptions& o, std::unique_ptr<Communicator> world) {
   std::vector<float> losses;
   std::vector<double> step_ms, comm_ms;
   const double tokens = static_cast<double>(o.batch) * o.model.seq;
+  std::vector<GroupStep> first_step;  // --report-bytes
+  bool same_every_step = true;
   for (int step = 0; step < o.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     const double comm0 = grid->clock.seconds;
     const uint64_t dp0 = grid->dp->ops();
+    const std::vector<GroupStep> traffic0 = Snapshot(*grid);
     float loss = 0;
     LOOM_TRY(run.Step(step, &loss).WithContext("step " + std::to_string(step)));
+    const std::vector<GroupStep> traffic = Delta(traffic0, Snapshot(*grid));
+    if (step == 0) first_step = traffic;
+    else same_every_step = same_every_step && traffic == first_step;
     const double secs = Seconds(start);
     const double comm = grid->clock.seconds - comm0;
     const uint64_t dp_ops = grid->dp->ops() - dp0;
@@ -273,6 +350,10 @@ Status Train(const TrainOptions& o, std::unique_ptr<Communicator> world) {
   }
   if (grid->rank == 0 && !o.losses_path.empty()) {
     LOOM_TRY(WriteLosses(o, losses, step_ms, comm_ms, entropy, run.buckets()));
+  }
+  if (o.report_bytes) {
+    const auto mem = run.Allocated();
+    PrintBytes(o, *grid, first_step, same_every_step, mem.params, mem.grads, mem.optimizer);
   }
   if (o.learn_margin >= 0) {
     const size_t k = std::min<size_t>(10, losses.size());

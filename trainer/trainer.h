@@ -35,6 +35,10 @@ struct TrainOptions {
   std::string grads_path;         // step-0 gradients, one file per rank: <path>.<rank>
   int expect_dp_ops = -1;         // fail unless each step issues exactly this many DP ops
   double learn_margin = -1;       // Markov task: fail unless the final loss <= entropy + margin
+  // At the end, every rank prints one JSON line (schema loom-train-bytes/1):
+  // per group the operations and bytes one step hands to loom, and the bytes
+  // of parameters, gradients and optimizer state it allocated.
+  bool report_bytes = false;
   bool quiet = false;
 };
 
