@@ -9,7 +9,6 @@
 #include "base/log.h"
 #include "comm/nccl/shim.h"
 
-using loom::nccl_shim::Printf;
 
 namespace {
 
@@ -48,7 +47,7 @@ ncclConfig_t KnownFields(const ncclConfig_t& given, size_t size) {
 }
 
 loom::Status Refuse(const char* field, int value, const char* rule) {
-  return loom::InvalidArgument(Printf("ncclConfig_t.%s is %d; it must be %s", field, value, rule));
+  return loom::InvalidArgument(loom::StrPrintf("ncclConfig_t.%s is %d; it must be %s", field, value, rule));
 }
 
 loom::Status CheckFlag(const char* field, int value) {
@@ -70,7 +69,7 @@ loom::Status CheckValues(const ncclConfig_t& c) {
   }
   if (c.minCTAs != kUndef && c.maxCTAs != kUndef && c.minCTAs > c.maxCTAs) {
     return loom::InvalidArgument(
-        Printf("ncclConfig_t.minCTAs %d is above maxCTAs %d", c.minCTAs, c.maxCTAs));
+        loom::StrPrintf("ncclConfig_t.minCTAs %d is above maxCTAs %d", c.minCTAs, c.maxCTAs));
   }
   LOOM_TRY(CheckFlag("splitShare", c.splitShare));
   LOOM_TRY(CheckFlag("collnetEnable", c.collnetEnable));
@@ -124,13 +123,13 @@ loom::Result<loom::CommConfig> ParseConfig(const ncclConfig_t* config) {
   size_t size = 0;
   std::memcpy(&size, config, sizeof size);
   if (size < offsetof(ncclConfig_t, version)) {
-    return loom::InvalidArgument(Printf(
+    return loom::InvalidArgument(loom::StrPrintf(
         "ncclConfig_t size %zu is too small: initialise it with NCCL_CONFIG_INITIALIZER", size));
   }
   const ncclConfig_t known = KnownFields(*config, size);
   if (known.magic != NCCL_API_MAGIC) {
     return loom::InvalidArgument(
-        Printf("ncclConfig_t magic is 0x%x, not 0x%x: initialise it with NCCL_CONFIG_INITIALIZER",
+        loom::StrPrintf("ncclConfig_t magic is 0x%x, not 0x%x: initialise it with NCCL_CONFIG_INITIALIZER",
                known.magic, NCCL_API_MAGIC));
   }
   LOOM_TRY(CheckValues(known));

@@ -16,7 +16,6 @@ using loom::nccl_shim::InGroup;
 using loom::nccl_shim::InitRank;
 using loom::nccl_shim::LogCreated;
 using loom::nccl_shim::ParseConfig;
-using loom::nccl_shim::Printf;
 using loom::nccl_shim::Usable;
 
 namespace {
@@ -29,17 +28,17 @@ loom::Status InitScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
   if (newcomm == nullptr) return loom::InvalidArgument("newcomm is NULL");
   *newcomm = nullptr;
   if (nranks < 1) {
-    return loom::InvalidArgument(Printf("nranks is %d; it must be at least 1", nranks));
+    return loom::InvalidArgument(loom::StrPrintf("nranks is %d; it must be at least 1", nranks));
   }
   if (nId < 1 || nId > nranks) {
-    return loom::InvalidArgument(Printf("nId is %d; it must be 1 to nranks (%d)", nId, nranks));
+    return loom::InvalidArgument(loom::StrPrintf("nId is %d; it must be 1 to nranks (%d)", nId, nranks));
   }
   if (commIds == nullptr) return loom::InvalidArgument("commIds is NULL");
   std::vector<loom::UniqueId> ids(static_cast<size_t>(nId));
   for (int i = 0; i < nId; ++i) {
     std::memcpy(ids[i].bytes.data(), commIds[i].internal, sizeof commIds[i].internal);
     if (auto parts = loom::internal::ParseUniqueId(ids[i]); !parts.ok()) {
-      return parts.status().WithContext(Printf("commIds[%d]", i));
+      return parts.status().WithContext(loom::StrPrintf("commIds[%d]", i));
     }
   }
   return InitRank(newcomm, nranks, ids.front(), myrank, config);
@@ -51,20 +50,20 @@ loom::Status InitScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
 loom::Result<std::vector<int>> KeptRanks(const int* exclude, int count, int me, int nranks) {
   if (exclude == nullptr) return loom::InvalidArgument("excludeRanksList is NULL");
   if (count < 1) {
-    return loom::InvalidArgument(Printf("excludeRanksCount is %d; it must be at least 1", count));
+    return loom::InvalidArgument(loom::StrPrintf("excludeRanksCount is %d; it must be at least 1", count));
   }
   std::vector<bool> excluded(static_cast<size_t>(nranks), false);
   for (int i = 0; i < count; ++i) {
-    LOOM_TRY(CheckRank(Printf("excludeRanksList[%d]", i).c_str(), exclude[i], nranks));
+    LOOM_TRY(CheckRank(loom::StrPrintf("excludeRanksList[%d]", i).c_str(), exclude[i], nranks));
     if (excluded[exclude[i]]) {
       return loom::InvalidArgument(
-          Printf("excludeRanksList[%d]: rank %d is listed twice", i, exclude[i]));
+          loom::StrPrintf("excludeRanksList[%d]: rank %d is listed twice", i, exclude[i]));
     }
     excluded[exclude[i]] = true;
   }
   if (excluded[me]) {
     return loom::InvalidArgument(
-        Printf("this rank (%d) is in excludeRanksList: excluded ranks must not call "
+        loom::StrPrintf("this rank (%d) is in excludeRanksList: excluded ranks must not call "
                "ncclCommShrink",
                me));
   }
@@ -96,7 +95,7 @@ loom::Result<loom::UniqueId> ShareNewId(loom::Communicator* parent, const std::v
   }
   loom::Status ended = loom::GroupEnd();
   LOOM_TRY((posted.ok() ? ended : posted)
-               .WithContext(Printf("sending the new communicator's id from rank %d over the "
+               .WithContext(loom::StrPrintf("sending the new communicator's id from rank %d over the "
                                    "parent (a parent that failed cannot shrink: create a fresh "
                                    "communicator with ncclCommInitRank)",
                                    leader)));
@@ -110,7 +109,7 @@ loom::Status Shrink(ncclComm_t comm, const int* exclude, int count, ncclComm_t* 
   LOOM_ASSIGN_OR_RETURN(loom::Communicator * parent, Usable(comm));
   if ((flags & ~NCCL_SHRINK_ABORT) != 0) {
     return loom::InvalidArgument(
-        Printf("shrinkFlags 0x%x: only NCCL_SHRINK_DEFAULT (0) and NCCL_SHRINK_ABORT (0x1) exist",
+        loom::StrPrintf("shrinkFlags 0x%x: only NCCL_SHRINK_DEFAULT (0) and NCCL_SHRINK_ABORT (0x1) exist",
                static_cast<unsigned>(flags)));
   }
   LOOM_ASSIGN_OR_RETURN(std::vector<int> kept,
@@ -164,7 +163,7 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
     if (comm == nullptr) return loom::Status::Ok();  // as NCCL
     if (revokeFlags != NCCL_REVOKE_DEFAULT) {
       return loom::InvalidArgument(
-          Printf("revokeFlags is %d; it must be NCCL_REVOKE_DEFAULT (0)", revokeFlags));
+          loom::StrPrintf("revokeFlags is %d; it must be NCCL_REVOKE_DEFAULT (0)", revokeFlags));
     }
     LOOM_TRY(Usable(comm).status());
     if (comm->finalized.load()) {

@@ -10,7 +10,6 @@
 #include "comm/nccl/shim.h"
 
 using loom::nccl_shim::Api;
-using loom::nccl_shim::Printf;
 using loom::nccl_shim::Usable;
 
 namespace {
@@ -24,7 +23,7 @@ loom::Result<ncclComm::Registration*> Register(ncclComm_t comm, void* buff, size
   if (size == 0) return loom::InvalidArgument("size is 0");
   if (reinterpret_cast<uintptr_t>(buff) > UINTPTR_MAX - size) {
     return loom::InvalidArgument(
-        Printf("buff %p + size %zu wraps around the address space", buff, size));
+        loom::StrPrintf("buff %p + size %zu wraps around the address space", buff, size));
   }
   LOOM_ASSIGN_OR_RETURN(const uint64_t id, c->RegisterBuffer(buff, size));
   auto reg =
@@ -45,7 +44,7 @@ loom::Status Deregister(ncclComm_t comm, const void* handle, bool window) {
                            [&](const auto& r) { return r.get() == handle && r->window == window; });
     if (it == regs.end()) {
       return loom::InvalidArgument(
-          Printf("%s %p was not registered with this communicator by %s (or was deregistered "
+          loom::StrPrintf("%s %p was not registered with this communicator by %s (or was deregistered "
                  "already)",
                  window ? "win" : "handle", handle,
                  window ? "ncclCommWindowRegister" : "ncclCommRegister"));
@@ -86,7 +85,7 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, nc
     if (win == nullptr) return loom::InvalidArgument("win is NULL");
     if ((winFlags & ~NCCL_WIN_COLL_SYMMETRIC) != 0) {
       return loom::InvalidArgument(
-          Printf("winFlags 0x%x: only NCCL_WIN_DEFAULT (0) and NCCL_WIN_COLL_SYMMETRIC (0x1) "
+          loom::StrPrintf("winFlags 0x%x: only NCCL_WIN_DEFAULT (0) and NCCL_WIN_COLL_SYMMETRIC (0x1) "
                  "exist",
                  static_cast<unsigned>(winFlags)));
     }
@@ -130,12 +129,12 @@ ncclResult_t ncclMemFree(void* ptr) {
     loom::cuda::DeviceOps* ops = loom::DefaultDeviceOps();
     if (ops == nullptr) {
       return loom::InvalidArgument(
-          Printf("ptr %p was not given by ncclMemAlloc: this process has no CUDA device", ptr));
+          loom::StrPrintf("ptr %p was not given by ncclMemAlloc: this process has no CUDA device", ptr));
     }
     LOOM_ASSIGN_OR_RETURN(loom::cuda::BufferPlace place, ops->Classify(ptr));
     if (place.space != loom::cuda::MemSpace::kDevice) {
       return loom::InvalidArgument(
-          Printf("ptr %p is %s memory, so ncclMemAlloc did not give it", ptr, place.kind));
+          loom::StrPrintf("ptr %p is %s memory, so ncclMemAlloc did not give it", ptr, place.kind));
     }
     ops->FreeScratch(ptr);
     return loom::Status::Ok();

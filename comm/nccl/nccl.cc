@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cstdarg>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -50,7 +49,6 @@ using loom::nccl_shim::Issue;
 using loom::nccl_shim::LogCreated;
 using loom::nccl_shim::Operable;
 using loom::nccl_shim::ParseConfig;
-using loom::nccl_shim::Printf;
 using loom::nccl_shim::ToDataType;
 using loom::nccl_shim::ToMovedType;
 using loom::nccl_shim::ToReduction;
@@ -88,20 +86,6 @@ static_assert(sizeof(ncclUniqueId) == sizeof(loom::UniqueId{}.bytes));
 static_assert(loom::kSplitNoColor == NCCL_SPLIT_NOCOLOR);
 
 }  // namespace
-
-namespace loom::nccl_shim {
-
-std::string Printf(const char* fmt, ...) {
-  va_list args;
-  va_start(args, fmt);
-  char buf[512];
-  int n = std::vsnprintf(buf, sizeof buf, fmt, args);
-  va_end(args);
-  if (n < 0) return fmt;
-  return std::string(buf, std::min(static_cast<size_t>(n), sizeof buf - 1));
-}
-
-}  // namespace loom::nccl_shim
 
 namespace {
 
@@ -180,7 +164,7 @@ namespace loom::nccl_shim {
 
 loom::Status CheckBuffer(const char* name, const void* buf, size_t count) {
   if (buf == nullptr && count > 0) {
-    return loom::InvalidArgument(Printf("%s is NULL but count is %zu", name, count));
+    return loom::InvalidArgument(loom::StrPrintf("%s is NULL but count is %zu", name, count));
   }
   return loom::Status::Ok();
 }
@@ -188,7 +172,7 @@ loom::Status CheckBuffer(const char* name, const void* buf, size_t count) {
 loom::Status CheckRank(const char* name, int value, int nranks) {
   if (value < 0 || value >= nranks) {
     return loom::InvalidArgument(
-        Printf("%s %d is not a rank of this communicator (0..%d)", name, value, nranks - 1));
+        loom::StrPrintf("%s %d is not a rank of this communicator (0..%d)", name, value, nranks - 1));
   }
   return loom::Status::Ok();
 }
@@ -245,7 +229,7 @@ InitOutcome CreateOne(const InitRequest& req) noexcept {
       out.status = created.status();
     }
   } catch (const std::exception& e) {
-    out.status = loom::InternalError(Printf("unexpected exception: %s", e.what()));
+    out.status = loom::InternalError(loom::StrPrintf("unexpected exception: %s", e.what()));
   } catch (...) {
     out.status = loom::InternalError("unexpected exception of unknown type");
   }
@@ -310,7 +294,7 @@ loom::Status CompleteDeferredInits() {
     if (handles[i]->impl) {
       LogCreated(handles[i]);
     } else if (first.ok()) {
-      first = outcomes[i].status.WithContext(Printf("rank %d", requests[i].rank));
+      first = outcomes[i].status.WithContext(loom::StrPrintf("rank %d", requests[i].rank));
     }
   }
   return first;
@@ -339,7 +323,7 @@ loom::Status InitRank(ncclComm_t* comm, int nranks, const loom::UniqueId& id, in
   if (comm == nullptr) return loom::InvalidArgument("comm (the ncclComm_t to fill in) is NULL");
   *comm = nullptr;
   if (nranks < 1) {
-    return loom::InvalidArgument(Printf("nranks is %d; it must be at least 1", nranks));
+    return loom::InvalidArgument(loom::StrPrintf("nranks is %d; it must be at least 1", nranks));
   }
   LOOM_TRY(CheckRank("rank", rank, nranks));
   LOOM_ASSIGN_OR_RETURN(loom::CommConfig parsed, ParseConfig(config));
@@ -441,7 +425,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId c
 ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* /*devlist: host buffers*/) {
   return Api("ncclCommInitAll", [&]() -> loom::Status {
     if (comm == nullptr) return loom::InvalidArgument("comm (the array to fill in) is NULL");
-    if (ndev < 1) return loom::InvalidArgument(Printf("ndev is %d; it must be at least 1", ndev));
+    if (ndev < 1) return loom::InvalidArgument(loom::StrPrintf("ndev is %d; it must be at least 1", ndev));
     std::fill(comm, comm + ndev, nullptr);
     LOOM_ASSIGN_OR_RETURN(loom::UniqueId id, loom::UniqueId::Create());
     std::vector<InitRequest> requests;
@@ -452,7 +436,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* /*devlist: h
     }
     std::vector<InitOutcome> outcomes = CreateConcurrently(requests);
     for (int r = 0; r < ndev; ++r) {
-      LOOM_TRY(outcomes[r].status.WithContext(Printf("rank %d", r)));
+      LOOM_TRY(outcomes[r].status.WithContext(loom::StrPrintf("rank %d", r)));
     }
     for (int r = 0; r < ndev; ++r) {
       handles[r]->impl = std::move(outcomes[r].comm);
@@ -471,7 +455,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
     LOOM_ASSIGN_OR_RETURN(loom::Communicator * parent, Usable(comm));
     if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
       return loom::InvalidArgument(
-          Printf("color %d is negative and not NCCL_SPLIT_NOCOLOR", color));
+          loom::StrPrintf("color %d is negative and not NCCL_SPLIT_NOCOLOR", color));
     }
     if (t_state.group_depth > 0) {
       return loom::InvalidUsage(
@@ -738,7 +722,7 @@ loom::Status RunGrouped(std::vector<GroupedOp> ops) {
   loom::Status first;
   for (GroupedOp& op : ops) {
     loom::Status s = op.run();
-    if (first.ok() && !s.ok()) first = s.WithContext(Printf("%s in the group", op.func));
+    if (first.ok() && !s.ok()) first = s.WithContext(loom::StrPrintf("%s in the group", op.func));
   }
   loom::Status ended = loom::GroupEnd();
   return first.ok() ? ended : first;
@@ -794,7 +778,7 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
       t_state.grouped.clear();
       LOOM_TRY(EndOutermostGroup(/*simulate=*/true, &info.estimatedTime));
       return loom::InvalidArgument(
-          Printf("ncclSimInfo_t magic is 0x%x, not 0x%x (size %zu): initialise it with "
+          loom::StrPrintf("ncclSimInfo_t magic is 0x%x, not 0x%x (size %zu): initialise it with "
                  "NCCL_SIM_INFO_INITIALIZER; the group was ended and its operations dropped",
                  info.magic, NCCL_SIM_INFO_MAGIC, size));
     }

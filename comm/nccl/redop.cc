@@ -10,7 +10,6 @@
 #include "comm/nccl/shim.h"
 
 using loom::nccl_shim::Api;
-using loom::nccl_shim::Printf;
 using loom::nccl_shim::RawEnum;
 using loom::nccl_shim::ToDataType;
 using loom::nccl_shim::Usable;
@@ -26,7 +25,7 @@ bool IsFloat8(int v) {
 loom::Status CheckTypeRange(int v) {
   if (v < 0 || v >= ncclNumTypes) {
     return loom::InvalidArgument(
-        Printf("datatype %d is not an ncclDataType_t (valid: 0..%d)", v, ncclNumTypes - 1));
+        loom::StrPrintf("datatype %d is not an ncclDataType_t (valid: 0..%d)", v, ncclNumTypes - 1));
   }
   return loom::Status::Ok();
 }
@@ -38,7 +37,7 @@ loom::Result<loom::DataType> ToDataType(const ncclDataType_t& type) {
   LOOM_TRY(CheckTypeRange(v));
   if (IsFloat8(v)) {
     return loom::InvalidArgument(
-        Printf("datatype %d (%s) cannot be reduced by loom; fp8 data only moves (all-gather, "
+        loom::StrPrintf("datatype %d (%s) cannot be reduced by loom; fp8 data only moves (all-gather, "
                "broadcast, all-to-all, gather, scatter, send/recv)",
                v, v == ncclFloat8e4m3 ? "ncclFloat8e4m3" : "ncclFloat8e5m2"));
   }
@@ -62,13 +61,13 @@ loom::Result<loom::Reduction> ToReduction(ncclComm_t comm, const ncclRedOp_t& op
   }
   if (v >= ncclNumOps) {
     return loom::InvalidArgument(
-        Printf("reduction op %d is not a built-in ncclRedOp_t (0..%d) nor one that "
+        loom::StrPrintf("reduction op %d is not a built-in ncclRedOp_t (0..%d) nor one that "
                "ncclRedOpCreatePreMulSum made on this communicator and ncclRedOpDestroy has not "
                "destroyed",
                v, ncclNumOps - 1));
   }
   return loom::InvalidArgument(
-      Printf("reduction op %d is not an ncclRedOp_t (built-ins: 0..%d)", v, ncclNumOps - 1));
+      loom::StrPrintf("reduction op %d is not an ncclRedOp_t (built-ins: 0..%d)", v, ncclNumOps - 1));
 }
 
 }  // namespace loom::nccl_shim
@@ -85,7 +84,7 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
     const int where = RawEnum(residence);
     if (where != ncclScalarDevice && where != ncclScalarHostImmediate) {
       return loom::InvalidArgument(
-          Printf("residence %d is neither ncclScalarDevice (0) nor ncclScalarHostImmediate (1)",
+          loom::StrPrintf("residence %d is neither ncclScalarDevice (0) nor ncclScalarHostImmediate (1)",
                  where));
     }
     const loom::Reduction red = where == ncclScalarHostImmediate
@@ -115,7 +114,7 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
     const int v = RawEnum(op);
     if (v >= 0 && v < ncclNumOps) {
       return loom::InvalidArgument(
-          Printf("op %d is a built-in operator; only those of ncclRedOpCreatePreMulSum are "
+          loom::StrPrintf("op %d is a built-in operator; only those of ncclRedOpCreatePreMulSum are "
                  "destroyed",
                  v));
     }
@@ -123,7 +122,7 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
     const size_t i = static_cast<size_t>(v - ncclNumOps);
     if (v < 0 || i >= comm->user_ops.size() || !comm->user_ops[i]) {
       return loom::InvalidArgument(
-          Printf("op %d was not made by ncclRedOpCreatePreMulSum on this communicator, or was "
+          loom::StrPrintf("op %d was not made by ncclRedOpCreatePreMulSum on this communicator, or was "
                  "destroyed already",
                  v));
     }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/strings.h"
 #include "loom/loom.hpp"
 #include "loom/nccl.h"
 #include "transports/transport.h"
@@ -36,9 +37,6 @@ struct InitRequest {
   loom::CommConfig config;
 };
 
-// printf into a std::string (at most 511 characters).
-std::string Printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-
 // Records a failure for ncclGetLastError, logs it at WARN and converts it;
 // ncclSuccess for OK.
 ncclResult_t Finish(const char* func, const loom::Status& status) noexcept;
@@ -50,7 +48,7 @@ ncclResult_t Api(const char* func, Body&& body) noexcept {
   try {
     return Finish(func, body());
   } catch (const std::exception& e) {
-    return Finish(func, loom::InternalError(Printf("unexpected exception: %s", e.what())));
+    return Finish(func, loom::InternalError(loom::StrPrintf("unexpected exception: %s", e.what())));
   } catch (...) {
     return Finish(func, loom::InternalError("unexpected exception of unknown type"));
   }

@@ -2,41 +2,28 @@
 #include "tools/perf/report.h"
 
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
+
+#include "base/strings.h"
 
 namespace loom::perf {
 namespace {
 
-// printf into a std::string.
-__attribute__((format(printf, 1, 2))) std::string Format(const char* fmt, ...) {
-  va_list args;
-  va_start(args, fmt);
-  va_list copy;
-  va_copy(copy, args);
-  const int n = std::vsnprintf(nullptr, 0, fmt, copy);
-  va_end(copy);
-  std::string out(n > 0 ? static_cast<size_t>(n) : 0, '\0');
-  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, fmt, args);
-  va_end(args);
-  return out;
-}
-
 std::string FormatMeasurement(const Measurement& m, bool cputime) {
-  std::string out = Format("  %7s  %6.2f  %6.2f",
+  std::string out = StrPrintf("  %7s  %6.2f  %6.2f",
                            FormatTime(cputime ? m.cpu_us : m.time_us).c_str(), m.algbw, m.busbw);
-  if (m.wrong < 0) return out + Format("  %5s", "N/A");
-  return out + Format("  %5lld", static_cast<long long>(m.wrong));
+  if (m.wrong < 0) return out + StrPrintf("  %5s", "N/A");
+  return out + StrPrintf("  %5lld", static_cast<long long>(m.wrong));
 }
 
 // JSON number: finite values as %.6g-ish, anything else as null.
 std::string JsonNumber(double v) {
   if (!std::isfinite(v)) return "null";
-  return Format("%.9g", v);
+  return StrPrintf("%.9g", v);
 }
 
 std::string JsonMeasurement(const Row& row, const char* placement, const Measurement& m) {
-  return Format(
+  return StrPrintf(
       "{\"collective\": \"%s\", \"placement\": \"%s\", \"size\": %zu, \"count\": %zu, "
       "\"type\": \"%s\", \"redop\": \"%s\", \"root\": %d, \"time_us\": %s, \"algbw_gbps\": %s, "
       "\"busbw_gbps\": %s, \"cputime_us\": %s, \"wrong\": %s}",
@@ -49,9 +36,9 @@ std::string JsonMeasurement(const Row& row, const char* placement, const Measure
 }  // namespace
 
 std::string FormatTime(double us) {
-  if (us >= 10000.0) return Format("%7.0f", us);
-  if (us >= 100.0) return Format("%7.1f", us);
-  return Format("%7.2f", us);
+  if (us >= 10000.0) return StrPrintf("%7.0f", us);
+  if (us >= 100.0) return StrPrintf("%7.1f", us);
+  return StrPrintf("%7.2f", us);
 }
 
 std::string FormatTimestamp(std::time_t when) {
@@ -64,7 +51,7 @@ std::string FormatTimestamp(std::time_t when) {
 
 std::string FormatRunHeader(const PerfOptions& o, const std::vector<RankInfo>& ranks) {
   const bool factor = o.step_factor > 1;
-  std::string out = Format(
+  std::string out = StrPrintf(
       "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
       "agg iters: %d validation: %d graph: 0\n",
       o.min_bytes, o.max_bytes, factor ? o.step_factor : o.step_bytes, factor ? "factor" : "bytes",
@@ -90,14 +77,14 @@ std::string FormatRunHeader(const PerfOptions& o, const std::vector<RankInfo>& r
         "the calls\n";
   }
   if (o.timeout_s > 0) {
-    out += Format("# Timeout: %d s per operation, then the run is aborted\n", o.timeout_s);
+    out += StrPrintf("# Timeout: %d s per operation, then the run is aborted\n", o.timeout_s);
   }
   if (o.run_cycles != 1) {
     out += o.run_cycles == 0 ? std::string("# Run cycles: until stopped\n")
-                             : Format("# Run cycles: %d\n", o.run_cycles);
+                             : StrPrintf("# Run cycles: %d\n", o.run_cycles);
   }
   if (o.unalign > 0) {
-    out += Format("# Unaligned: buffers start %d element(s) past their alignment\n", o.unalign);
+    out += StrPrintf("# Unaligned: buffers start %d element(s) past their alignment\n", o.unalign);
   }
   for (const std::string& note : o.notes) out += "# " + note + "\n";
   if (o.back_to_back) {
@@ -115,7 +102,7 @@ std::string FormatRunHeader(const PerfOptions& o, const std::vector<RankInfo>& r
   out += "#\n# Using devices\n";
   for (const RankInfo& r : ranks) {
     // nccl-tests names the GPU here; loom perf measures host buffers.
-    out += Format("#  Rank %2d Group  0 Pid %6d on %10s device  - [host] host memory\n", r.rank,
+    out += StrPrintf("#  Rank %2d Group  0 Pid %6d on %10s device  - [host] host memory\n", r.rank,
                   r.pid, r.host.c_str());
   }
   out += "#\n";
@@ -125,28 +112,28 @@ std::string FormatRunHeader(const PerfOptions& o, const std::vector<RankInfo>& r
 std::string FormatTableHeader(Collective c, bool cputime, bool timestamps) {
   const char* time = cputime ? "cputime" : "time";
   // nccl-tests' timestamp title and its format as the unit.
-  const std::string ts = timestamps ? Format(" %19s", "timestamp") : "";
-  const std::string ts_unit = timestamps ? Format(" %19s", "%Y-%m-%d %H:%M:%S") : "";
-  std::string out = Format("# Collective test starting: %s_perf\n", std::string(Name(c)).c_str());
-  out += Format(
+  const std::string ts = timestamps ? StrPrintf(" %19s", "timestamp") : "";
+  const std::string ts_unit = timestamps ? StrPrintf(" %19s", "%Y-%m-%d %H:%M:%S") : "";
+  std::string out = StrPrintf("# Collective test starting: %s_perf\n", std::string(Name(c)).c_str());
+  out += StrPrintf(
       "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          "
       "\n",
       "", "", "", "", "");
-  out += Format("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s%s\n", "size",
+  out += StrPrintf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s%s\n", "size",
                 "count", "type", "redop", "root", time, "algbw", "busbw", "#wrong", time, "algbw",
                 "busbw", "#wrong", ts.c_str());
-  out += Format("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s%s\n", "(B)",
+  out += StrPrintf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s%s\n", "(B)",
                 "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
                 "(GB/s)", "", ts_unit.c_str());
   return out;
 }
 
 std::string FormatRow(const Row& row, bool cputime) {
-  std::string out = Format("%12zu  %12zu  %8s  %6s  %6d", row.bytes, row.count,
+  std::string out = StrPrintf("%12zu  %12zu  %8s  %6s  %6d", row.bytes, row.count,
                            std::string(Name(row.type)).c_str(), row.redop.c_str(), row.root) +
                     FormatMeasurement(row.out_of_place, cputime) +
                     FormatMeasurement(row.in_place, cputime);
-  if (!row.timestamp.empty()) out += Format("%21s", row.timestamp.c_str());
+  if (!row.timestamp.empty()) out += StrPrintf("%21s", row.timestamp.c_str());
   return out + "\n";
 }
 
@@ -178,13 +165,13 @@ Summary Summarize(const std::vector<Row>& rows, int nranks) {
 
 std::string FormatSummary(const Summary& s) {
   std::string out =
-      Format("# Out of bounds values : %lld %s\n", static_cast<long long>(s.out_of_bounds),
+      StrPrintf("# Out of bounds values : %lld %s\n", static_cast<long long>(s.out_of_bounds),
              s.out_of_bounds ? "FAILED" : "OK");
-  out += Format("# Avg bus bandwidth    : %g \n", s.avg_busbw);
+  out += StrPrintf("# Avg bus bandwidth    : %g \n", s.avg_busbw);
   out += "#\n";
   for (const Summary::Peak& p : s.peaks) {
     out +=
-        Format("# Peak bus bandwidth   : %.2f GB/s at %zu (%s, %s)\n", p.busbw, p.bytes,
+        StrPrintf("# Peak bus bandwidth   : %.2f GB/s at %zu (%s, %s)\n", p.busbw, p.bytes,
                std::string(Name(p.collective)).c_str(), p.in_place ? "in-place" : "out-of-place");
   }
   return out;
@@ -193,8 +180,8 @@ std::string FormatSummary(const Summary& s) {
 std::string FormatJson(const PerfOptions& o, int nranks, const std::vector<Row>& rows,
                        const Summary& s) {
   std::string out = "{\n";
-  out += Format("  \"nranks\": %d,\n", nranks);
-  out += Format(
+  out += StrPrintf("  \"nranks\": %d,\n", nranks);
+  out += StrPrintf(
       "  \"options\": {\"minbytes\": %zu, \"maxbytes\": %zu, \"stepbytes\": %zu, "
       "\"stepfactor\": %zu, \"iters\": %d, \"warmup_iters\": %d, \"agg_iters\": %d, "
       "\"check\": %d, \"blocking\": %d, \"back_to_back\": %d, \"warmup_per_size\": %d, "
@@ -210,12 +197,12 @@ std::string FormatJson(const PerfOptions& o, int nranks, const std::vector<Row>&
     out += sep + JsonMeasurement(row, "in-place", row.in_place);
   }
   out += rows.empty() ? "],\n" : "\n  ],\n";
-  out += Format("  \"out_of_bounds\": %lld,\n  \"avg_busbw_gbps\": %s,\n  \"peaks\": [",
+  out += StrPrintf("  \"out_of_bounds\": %lld,\n  \"avg_busbw_gbps\": %s,\n  \"peaks\": [",
                 static_cast<long long>(s.out_of_bounds), JsonNumber(s.avg_busbw).c_str());
   sep = "";
   for (const Summary::Peak& p : s.peaks) {
     out += sep;
-    out += Format(
+    out += StrPrintf(
         "{\"collective\": \"%s\", \"busbw_gbps\": %s, \"size\": %zu, "
         "\"placement\": \"%s\"}",
         std::string(Name(p.collective)).c_str(), JsonNumber(p.busbw).c_str(), p.bytes,

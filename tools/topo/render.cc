@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <iterator>
 #include <vector>
 
+#include "base/strings.h"
 #include "topology/paths.h"
 
 namespace loom::tools {
@@ -27,16 +27,6 @@ const Node& At(const Topology& t, int i) {
   return t.nodes[static_cast<size_t>(i)];
 }
 
-std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Format(const char* fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return buf;
-}
-
 std::string HumanBytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB"};
   int u = 0;
@@ -44,7 +34,7 @@ std::string HumanBytes(double b) {
     b /= 1024;
     ++u;
   }
-  return Format("%.0f %s", b, units[u]);
+  return StrPrintf("%.0f %s", b, units[u]);
 }
 
 // Three decimals keep the JSON short and stable.
@@ -182,15 +172,15 @@ std::string RenderText(const Topology& t, const std::string& source, const JobSp
   if (devs.empty()) {
     out += "no GPUs or NICs\n";
   } else {
-    out += Format("%-*s", w, "");
-    for (int d : devs) out += Format("%-*s", w, At(t, d).id.c_str());
+    out += StrPrintf("%-*s", w, "");
+    for (int d : devs) out += StrPrintf("%-*s", w, At(t, d).id.c_str());
     out += "NUMA  CPUs\n";
     for (int a : devs) {
-      out += Format("%-*s", w, At(t, a).id.c_str());
-      for (int b : devs) out += Format("%-*s", w, CellLabel(t, a, b).c_str());
+      out += StrPrintf("%-*s", w, At(t, a).id.c_str());
+      for (int b : devs) out += StrPrintf("%-*s", w, CellLabel(t, a, b).c_str());
       const int numa = t.NumaOf(a);
       out +=
-          Format("%-6s%s\n", NumaOfLabel(t, a).c_str(), numa < 0 ? "" : At(t, numa).cpuset.c_str());
+          StrPrintf("%-6s%s\n", NumaOfLabel(t, a).c_str(), numa < 0 ? "" : At(t, numa).cpuset.c_str());
     }
     out +=
         "\nLegend: X = self; NV# = NVLink with # lanes (directly or via NVSwitch); NVB = NVLink\n"
@@ -203,17 +193,17 @@ std::string RenderText(const Topology& t, const std::string& source, const JobSp
   if (nics.empty()) out += "  none\n";
   for (int n : nics) {
     const Node& nic = At(t, n);
-    out += Format("  %-10s %-9s %-8s port %d  %s  %-5s NUMA %s  %s  %s\n", nic.id.c_str(),
+    out += StrPrintf("  %-10s %-9s %-8s port %d  %s  %-5s NUMA %s  %s  %s\n", nic.id.c_str(),
                   LayerLabel(nic).c_str(),
-                  nic.rate_gbps > 0 ? Format("%gGb/s", nic.rate_gbps).c_str() : "?Gb/s", nic.port,
+                  nic.rate_gbps > 0 ? StrPrintf("%gGb/s", nic.rate_gbps).c_str() : "?Gb/s", nic.port,
                   nic.netdev.empty() ? "-" : nic.netdev.c_str(), nic.up ? "up" : "down",
                   NumaOfLabel(t, n).c_str(),
                   nic.bus_id.empty() ? "(no PCI address)" : nic.bus_id.c_str(),
-                  nic.mtu > 0 ? Format("mtu %d", nic.mtu).c_str() : "");
+                  nic.mtu > 0 ? StrPrintf("mtu %d", nic.mtu).c_str() : "");
   }
 
   const topology::HostLinkCosts& l = job.links;
-  out += Format(
+  out += StrPrintf(
       "\nAll-reduce on %d host(s) x %d rank(s)%s: intra %.1f GB/s %.1f us, network %.1f GB/s per "
       "host %.1f us%s\n",
       job.hosts, job.ranks_per_host,
@@ -229,15 +219,15 @@ std::string RenderText(const Topology& t, const std::string& source, const JobSp
     choice_width = std::max(choice_width, ChoiceLabel(choices.back()).size() + 1);
   }
   const int cw = static_cast<int>(choice_width);
-  out += Format("  %-10s %-*s", "size", cw, "choice");
-  for (Algo a : algos) out += Format("%14s", ShortAlgoName(a).c_str());
+  out += StrPrintf("  %-10s %-*s", "size", cw, "choice");
+  for (Algo a : algos) out += StrPrintf("%14s", ShortAlgoName(a).c_str());
   out += "   (us)\n";
   for (size_t i = 0; i < std::size(kSizes); ++i) {
-    out += Format("  %-10s %-*s", HumanBytes(static_cast<double>(kSizes[i])).c_str(), cw,
+    out += StrPrintf("  %-10s %-*s", HumanBytes(static_cast<double>(kSizes[i])).c_str(), cw,
                   ChoiceLabel(choices[i]).c_str());
     for (Algo a : algos) {
       const double us = model.PredictUs(OpKind::kAllReduce, a, kSizes[i]);
-      out += std::isinf(us) ? Format("%14s", "n/a") : Format("%14.1f", us);
+      out += std::isinf(us) ? StrPrintf("%14s", "n/a") : StrPrintf("%14.1f", us);
     }
     out += "\n";
   }
@@ -347,23 +337,23 @@ std::string RenderDot(const Topology& t) {
     const Node& n = t.nodes[i];
     std::string label = n.id;
     if (n.kind == NodeKind::kNic && n.rate_gbps > 0)
-      label += Format("\\n%s %gGb/s", LayerLabel(n).c_str(), n.rate_gbps);
+      label += StrPrintf("\\n%s %gGb/s", LayerLabel(n).c_str(), n.rate_gbps);
     if (n.kind == NodeKind::kGpu && !n.model.empty()) label += "\\n" + n.model;
     const char* shape = n.kind == NodeKind::kGpu        ? "box3d"
                         : n.kind == NodeKind::kNic      ? "cds"
                         : n.kind == NodeKind::kNvSwitch ? "hexagon"
                                                         : "box";
-    out += Format("  \"%s\" [label=\"%s\", shape=%s];\n", n.id.c_str(), label.c_str(), shape);
+    out += StrPrintf("  \"%s\" [label=\"%s\", shape=%s];\n", n.id.c_str(), label.c_str(), shape);
   }
   for (size_t i = 1; i < t.nodes.size(); ++i) {
     const Node& n = t.nodes[i];
     const double bw = topology::UplinkGbs(t, static_cast<int>(i));
-    out += Format("  \"%s\" -- \"%s\"", At(t, n.parent).id.c_str(), n.id.c_str());
-    out += bw < topology::kLocalGbs ? Format(" [label=\"%g GB/s\"];\n", bw) : ";\n";
+    out += StrPrintf("  \"%s\" -- \"%s\"", At(t, n.parent).id.c_str(), n.id.c_str());
+    out += bw < topology::kLocalGbs ? StrPrintf(" [label=\"%g GB/s\"];\n", bw) : ";\n";
   }
   for (const topology::Link& l : t.links) {
     const bool nv = l.kind == topology::LinkKind::kNvLink;
-    out += Format("  \"%s\" -- \"%s\" [label=\"%s %g GB/s\", style=%s];\n", At(t, l.a).id.c_str(),
+    out += StrPrintf("  \"%s\" -- \"%s\" [label=\"%s %g GB/s\", style=%s];\n", At(t, l.a).id.c_str(),
                   At(t, l.b).id.c_str(), nv ? ("NV" + std::to_string(l.count)).c_str() : "SMP",
                   l.bw_gbs, nv ? "bold" : "dashed");
   }
@@ -372,9 +362,9 @@ std::string RenderDot(const Topology& t) {
 
 std::string RenderSimulation(const Topology& host, const JobSpec& job) {
   const int p = std::max(job.ranks_per_host, 1);
-  std::string out = Format("All-reduce as the runtime selects it, %d ranks per host like %s%s\n", p,
+  std::string out = StrPrintf("All-reduce as the runtime selects it, %d ranks per host like %s%s\n", p,
                            host.hostname.c_str(), KnobsNote(job).c_str());
-  out += Format("%7s %6s  %-12s %-12s %-12s %-12s  %s\n", "ranks", "hosts", "8 B", "64 KiB",
+  out += StrPrintf("%7s %6s  %-12s %-12s %-12s %-12s  %s\n", "ranks", "hosts", "8 B", "64 KiB",
                 "16 MiB", "1 GiB", "tree beats ring up to");
   int last_hosts = 0;
   for (int ranks = 8; ranks <= 4096; ranks *= 2) {
@@ -386,7 +376,7 @@ std::string RenderSimulation(const Topology& host, const JobSpec& job) {
     const CostModel model = ModelOf(row);
     std::string cells;
     for (size_t s : {size_t{8}, size_t{65536}, size_t{16777216}, size_t{1073741824}}) {
-      cells += Format(
+      cells += StrPrintf(
           "%-13s",
           ChoiceLabel(SelectAlgo(OpKind::kAllReduce, s, model, job.filter, job.tune)).c_str());
     }
@@ -399,7 +389,7 @@ std::string RenderSimulation(const Topology& host, const JobSpec& job) {
         cross = s;
       }
     }
-    out += Format("%7d %6d  %s %s\n", hosts * p, hosts, cells.c_str(),
+    out += StrPrintf("%7d %6d  %s %s\n", hosts * p, hosts, cells.c_str(),
                   cross > 0 ? HumanBytes(static_cast<double>(cross)).c_str() : "never");
   }
   return out;
