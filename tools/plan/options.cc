@@ -4,8 +4,12 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <sstream>
 #include <string>
 
+#include "topology/json.h"
 #include "topology/topo_file.h"
 
 namespace loom::tools::plan {
@@ -24,6 +28,12 @@ model:
   --layers L --hidden H --heads A   the shape (parameters follow from it
                        unless --params is given too)
   --vocab V (50257 or the preset's)  --seq S (2048)
+  --model loom-train   the example trainer's GPT (trainer/, docs/trainer.md):
+                       vocabulary 128, hidden (channels) 64, 4 heads, 4 layers,
+                       sequence 32, fp32, AdamW, global batch 8; the shape
+                       flags and --global-batch (--batch) change it; its flags
+                       --micro-batches M (1) --schedule gpipe|1f1b (1f1b)
+                       --sync plain|bucketed|overlap (overlap) --bucket-floats N
 training:
   --global-batch N     sequences per optimizer step (1024)
   --micro-batch N      sequences per forward pass per DP rank (1)
@@ -46,8 +56,19 @@ cluster:
                        else sockets 20 us)
   --topo FILE          a node's topology (loom JSON or NCCL XML, as `loom topo
                        --file`): intra and inter links as `loom topo` prices them
+  --rates [intra:|inter:]FILE   measured link rates (repeatable, applied last):
+                       `loom perf --json` output: its peak all_reduce bus
+                       bandwidth, inside a node unless inter: (a run across
+                       hosts); `loom doctor --json`: its slowest host-to-host
+                       stream, the network; the slowest file per link wins
   --tflops X           achieved TFLOPs per GPU for compute time (150, assumed)
   --reserve SIZE       CUDA context and kernels per GPU (1.5G)
+layout:
+  --layout dp=D,tp=T,pp=P,zero=Z[,recompute=on][,offload=on]
+                       evaluate this one layout (--gpus defaults to D x T x P)
+  --check-trainer FILE with --model loom-train and --layout: compare with the
+                       lines of `loom-train ... --report-bytes`; exit 1 when
+                       any rank's operations, bytes or model states differ
 output:
   --json               the whole plan as JSON (schema loom-plan/1)
   --top N              feasible layouts shown (10)   --all   every layout
@@ -149,6 +170,33 @@ Status ParseNet(std::string_view text, Cluster* c) {
   return Status::Ok();
 }
 
+
+// The rates a doctor bandwidth summary quotes as measured ("9.00 Gbit/s",
+// "95 Mbit/s"), in Gb/s; "the expected X" is not a measurement.
+std::vector<double> MeasuredGbps(const std::string& text) {
+  std::vector<double> out;
+  for (size_t at = text.find("bit/s"); at != std::string::npos; at = text.find("bit/s", at + 1)) {
+    if (at < 3 || text[at - 2] != ' ') continue;
+    const double scale = text[at - 1] == 'G' ? 1 : text[at - 1] == 'M' ? 1e-3 : 0;
+    size_t begin = at - 2;
+    while (begin > 0 && (std::isdigit(static_cast<unsigned char>(text[begin - 1])) || text[begin - 1] == '.')) {
+      --begin;
+    }
+    if (scale == 0 || begin == at - 2) continue;
+    if (begin >= 9 && text.compare(begin - 9, 9, "expected ") == 0) continue;
+    out.push_back(std::strtod(text.substr(begin, at - 2 - begin).c_str(), nullptr) * scale);
+  }
+  return out;
+}
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return InvalidArgument("cannot read the file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 }  // namespace
 
 Result<double> ParseCount(std::string_view text) {
@@ -205,6 +253,88 @@ Result<double> ParseRate(std::string_view text) {
   return InvalidArgument("unknown unit '" + suffix + "'");
 }
 
+Result<Layout> ParseLayout(std::string_view text) {
+  const std::string accepted = "accepted: dp=D,tp=T,pp=P,zero=0..3[,recompute=on][,offload=on]";
+  Layout l;
+  std::string s(text);
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t comma = std::min(s.find(',', start), s.size());
+    const std::string item = Lower(s.substr(start, comma - start));
+    start = comma + 1;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) return Bad("layout", text, accepted);
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "recompute" || key == "offload") {
+      auto on = ParseOnOff("layout", value);
+      if (!on.ok()) return Bad("layout", text, accepted);
+      (key == "recompute" ? l.recompute : l.offload) = *on;
+      continue;
+    }
+    char* end = nullptr;
+    const long v = std::strtol(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || v < 0 || v > (1L << 20)) return Bad("layout", text, accepted);
+    if (key == "dp" && v >= 1) l.dp = static_cast<int>(v);
+    else if (key == "tp" && v >= 1) l.tp = static_cast<int>(v);
+    else if (key == "pp" && v >= 1) l.pp = static_cast<int>(v);
+    else if (key == "zero" && v <= 3) l.zero = static_cast<int>(v);
+    else return Bad("layout", text, accepted);
+  }
+  return l;
+}
+
+Result<MeasuredRate> ParseRatesJson(std::string_view text, std::string_view link) {
+  LOOM_ASSIGN_OR_RETURN(json::Value doc, json::Parse(text));
+  if (!doc.is_object()) return InvalidArgument("not a JSON object");
+  char what[160];
+  const json::Value* format = doc.Find("format");
+  if (format != nullptr && format->is_string() && format->string() == "loom-doctor") {
+    if (link == "intra") return InvalidArgument("loom doctor measures streams between hosts: inter: only");
+    double lo = std::numeric_limits<double>::infinity();
+    int n = 0;
+    const json::Value* findings = doc.Find("findings");
+    for (const json::Value& f : findings != nullptr && findings->is_array() ? findings->array() : json::Value::Array{}) {
+      const json::Value* check = f.Find("check");
+      const json::Value* summary = f.Find("summary");
+      if (check == nullptr || !check->is_string() || check->string() != "bandwidth" || summary == nullptr ||
+          !summary->is_string()) {
+        continue;
+      }
+      for (double gbps : MeasuredGbps(summary->string())) lo = std::min(lo, gbps), ++n;
+    }
+    if (n == 0) {
+      return InvalidArgument("no measured stream in its bandwidth findings (loom doctor streams between two or "
+                             "more hosts)");
+    }
+    std::snprintf(what, sizeof what, "loom doctor: slowest of %d stream rates, %.3g Gbit/s", n, lo);
+    return MeasuredRate{LinkClass::kInter, lo / 8, what};
+  }
+  const json::Value* rows = doc.Find("rows");
+  if (rows == nullptr || !rows->is_array()) {
+    return InvalidArgument("neither `loom perf --json` (\"rows\") nor `loom doctor --json` (\"format\": \"loom-doctor\")");
+  }
+  // The peak of all_reduce, else of any collective.
+  double best = 0, best_any = 0;
+  size_t best_size = 0, best_any_size = 0;
+  std::string any_name;
+  for (const json::Value& r : rows->array()) {
+    const json::Value* bw = r.Find("busbw_gbps");
+    const json::Value* coll = r.Find("collective");
+    const json::Value* size = r.Find("size");
+    if (bw == nullptr || !bw->is_number() || coll == nullptr || !coll->is_string()) continue;
+    const size_t bytes = size != nullptr && size->is_number() ? static_cast<size_t>(size->number()) : 0;
+    if (bw->number() > best_any) best_any = bw->number(), best_any_size = bytes, any_name = coll->string();
+    if (coll->string() == "all_reduce" && bw->number() > best) best = bw->number(), best_size = bytes;
+  }
+  if (best == 0) best = best_any, best_size = best_any_size;
+  else any_name = "all_reduce";
+  if (best <= 0) return InvalidArgument("no row with a bus bandwidth above 0 (one rank measures no link)");
+  const json::Value* nranks = doc.Find("nranks");
+  std::snprintf(what, sizeof what, "loom perf: %s peak bus bandwidth over %d ranks at %zu bytes", any_name.c_str(),
+                nranks != nullptr && nranks->is_number() ? static_cast<int>(nranks->number()) : 0, best_size);
+  return MeasuredRate{link == "inter" ? LinkClass::kInter : LinkClass::kIntra, best, what};
+}
+
 Result<PlanOptions> ParsePlanOptions(int argc, const char* const* argv) {
   PlanOptions o;
   PlanInput& in = o.input;
@@ -216,6 +346,8 @@ Result<PlanOptions> ParsePlanOptions(int argc, const char* const* argv) {
   int layers = 0, hidden = 0, heads = 0, vocab = 0, seq = 0;
   int gpus_per_node = 0;
   bool intra_given = false, net_given = false;
+  bool batch_given = false, dtype_given = false, trainer_flag = false;
+  std::vector<std::pair<std::string, std::string>> rate_files;  // {link, path}
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -242,7 +374,7 @@ Result<PlanOptions> ParsePlanOptions(int argc, const char* const* argv) {
       params = *r;
     } else if (flag == "layers") {
       LOOM_ASSIGN_OR_RETURN(layers, ParsePositive(flag, v));
-    } else if (flag == "hidden") {
+    } else if (flag == "hidden" || flag == "channels") {
       LOOM_ASSIGN_OR_RETURN(hidden, ParsePositive(flag, v));
     } else if (flag == "heads") {
       LOOM_ASSIGN_OR_RETURN(heads, ParsePositive(flag, v));
@@ -250,9 +382,10 @@ Result<PlanOptions> ParsePlanOptions(int argc, const char* const* argv) {
       LOOM_ASSIGN_OR_RETURN(vocab, ParsePositive(flag, v));
     } else if (flag == "seq") {
       LOOM_ASSIGN_OR_RETURN(seq, ParsePositive(flag, v));
-    } else if (flag == "global-batch") {
+    } else if (flag == "global-batch" || flag == "batch") {
       LOOM_ASSIGN_OR_RETURN(int n, ParsePositive(flag, v));
       in.train.global_batch = n;
+      batch_given = true;
     } else if (flag == "micro-batch") {
       LOOM_ASSIGN_OR_RETURN(in.train.micro_batch, ParsePositive(flag, v));
     } else if (flag == "dtype") {
@@ -261,6 +394,7 @@ Result<PlanOptions> ParsePlanOptions(int argc, const char* const* argv) {
       else if (s == "bf16") in.train.dtype = Dtype::kBf16;
       else if (s == "fp16") in.train.dtype = Dtype::kFp16;
       else return Bad(flag, v, "accepted: fp32, bf16 or fp16");
+      dtype_given = true;
     } else if (flag == "optimizer") {
       const std::string s = Lower(v);
       if (s == "adam" || s == "adamw") in.train.optimizer = Optimizer::kAdam;
@@ -304,14 +438,78 @@ Result<PlanOptions> ParsePlanOptions(int argc, const char* const* argv) {
       LOOM_ASSIGN_OR_RETURN(o.top, ParsePositive(flag, v));
     } else if (flag == "topo") {
       o.topo_file = std::string(v);
+    } else if (flag == "rates") {
+      std::string path(v), link;
+      for (const char* prefix : {"intra:", "inter:"}) {
+        if (path.rfind(prefix, 0) == 0) link = std::string(prefix, 5), path = path.substr(6);
+      }
+      rate_files.emplace_back(link, path);
+    } else if (flag == "model") {
+      if (Lower(v) != "loom-train") return Bad(flag, v, "accepted: loom-train (or --params / the shape flags)");
+      o.trainer = true;
+    } else if (flag == "layout") {
+      LOOM_ASSIGN_OR_RETURN(o.layout, ParseLayout(v));
+      o.layout_given = true;
+    } else if (flag == "check-trainer") {
+      o.check_trainer = std::string(v);
+    } else if (flag == "micro-batches") {
+      LOOM_ASSIGN_OR_RETURN(o.trainer_model.micro_batches, ParsePositive(flag, v));
+      trainer_flag = true;
+    } else if (flag == "bucket-floats") {
+      LOOM_ASSIGN_OR_RETURN(int n, ParsePositive(flag, v));
+      o.trainer_model.bucket_floats = n;
+      trainer_flag = true;
+    } else if (flag == "schedule") {
+      const std::string sched = Lower(v);
+      if (sched != "gpipe" && sched != "1f1b") return Bad(flag, v, "accepted: gpipe or 1f1b");
+      o.trainer_model.gpipe = sched == "gpipe";
+      trainer_flag = true;
+    } else if (flag == "sync") {
+      const std::string sync = Lower(v);
+      using Sync = TrainerModel::Sync;
+      if (sync == "plain") o.trainer_model.sync = Sync::kPlain;
+      else if (sync == "bucketed") o.trainer_model.sync = Sync::kBucketed;
+      else if (sync == "overlap") o.trainer_model.sync = Sync::kOverlap;
+      else return Bad(flag, v, "accepted: plain, bucketed or overlap");
+      trainer_flag = true;
     } else {
       return InvalidArgument("unknown flag --" + flag + " (see loom plan --help)");
     }
   }
 
-  // The model: a shape given, else the preset or derived shape of --params.
+  if (trainer_flag && !o.trainer) {
+    return InvalidArgument("--micro-batches, --schedule, --sync and --bucket-floats are loom-train's: give "
+                           "--model loom-train");
+  }
+  if (!o.check_trainer.empty() && (!o.trainer || !o.layout_given)) {
+    return InvalidArgument("--check-trainer needs --model loom-train and --layout (the layout loom-train ran)");
+  }
+  // The model: loom-train's, a shape given, else the preset or derived shape of --params.
   const bool shape_given = layers > 0 || hidden > 0 || heads > 0;
-  if (shape_given) {
+  if (o.trainer) {
+    if (params > 0) return InvalidArgument("--model loom-train counts its own parameters: drop --params");
+    if (dtype_given && in.train.dtype != Dtype::kFp32) {
+      return InvalidArgument("--dtype: loom-train trains in fp32; accepted with --model loom-train: fp32");
+    }
+    TrainerModel& t = o.trainer_model;
+    if (layers > 0) t.layers = layers;
+    if (hidden > 0) t.channels = hidden;
+    if (heads > 0) t.heads = heads;
+    if (vocab > 0) t.vocab = vocab;
+    if (seq > 0) t.seq = seq;
+    if (batch_given) t.batch = static_cast<int>(in.train.global_batch);
+    in.model = TrainerShape(t);
+    in.train.global_batch = t.batch;
+    in.train.dtype = Dtype::kFp32;
+    in.train.optimizer = Optimizer::kAdam;
+    in.train.recompute = 0;
+    // With a layout, sequences per micro-batch follow from its DP degree and
+    // --micro-batches; a search keeps --micro-batch (sequences, 1).
+    const int dp = o.layout.dp;
+    if (o.layout_given && t.batch % (dp * t.micro_batches) == 0) {
+      in.train.micro_batch = t.batch / (dp * t.micro_batches);
+    }
+  } else if (shape_given) {
     if (layers == 0 || hidden == 0 || heads == 0) {
       return InvalidArgument("--layers, --hidden and --heads go together: give all three, or --params alone");
     }
@@ -332,6 +530,14 @@ Result<PlanOptions> ParsePlanOptions(int argc, const char* const* argv) {
     return InvalidArgument("no model: give --params (e.g. 65B) or --layers, --hidden and --heads");
   }
   if (seq > 0) in.model.seq = seq;
+  if (o.layout_given) {
+    const int n = o.layout.dp * o.layout.tp * o.layout.pp;
+    if (c.gpus == 0) c.gpus = n;
+    if (c.gpus != n) {
+      return InvalidArgument("--layout: DP x TP x PP = " + std::to_string(n) + " but --gpus " +
+                             std::to_string(c.gpus) + "; accepted: a layout of all the GPUs");
+    }
+  }
   if (c.gpus < 1) return InvalidArgument("--gpus is required: the number of GPUs in all (e.g. --gpus 64)");
   c.gpus_per_node = gpus_per_node > 0 ? gpus_per_node : std::min(c.gpus, 8);
   if (c.gpus % c.gpus_per_node != 0) {
@@ -358,6 +564,36 @@ Result<PlanOptions> ParsePlanOptions(int argc, const char* const* argv) {
   }
   if (!intra_given && o.topo_file.empty()) c.intra_label = "nvlink:300GB/s";
   if (!net_given && o.topo_file.empty()) c.net_label = "400gbit";
+  // Measured rates replace the bandwidth of the link they measured (the
+  // slowest file per link); its kind and latency stay as --intra, --net or
+  // --topo set them.
+  for (const auto& [link, path] : rate_files) {
+    auto text = ReadFile(path);
+    if (!text.ok()) return InvalidArgument("--rates '" + path + "': " + text.status().message());
+    auto rate = ParseRatesJson(*text, link);
+    if (!rate.ok()) return InvalidArgument("--rates '" + path + "': " + rate.status().message());
+    rate->what += " (" + path + ")";
+    o.rates.push_back(*rate);
+  }
+  for (LinkClass link : {LinkClass::kIntra, LinkClass::kInter}) {
+    const MeasuredRate* slowest = nullptr;
+    for (const MeasuredRate& r : o.rates) {
+      if (r.link == link && (slowest == nullptr || r.gbs < slowest->gbs)) slowest = &r;
+    }
+    if (slowest == nullptr) continue;
+    char buf[64];
+    if (link == LinkClass::kIntra) {
+      c.links.intra.bandwidth_gbs = slowest->gbs;
+      std::snprintf(buf, sizeof buf, "%s:%.3gGB/s (measured)", c.nvlink ? "nvlink" : "pcie", slowest->gbs);
+      c.intra_label = buf;
+    } else {
+      c.links.inter.bandwidth_gbs = slowest->gbs;
+      // Latency as --net RATE without a prefix would set it, unless given.
+      if (!net_given && o.topo_file.empty()) c.links.inter.latency_us = slowest->gbs >= 12.5 ? 5.0 : 20.0;
+      std::snprintf(buf, sizeof buf, "%.3ggbit (measured)", slowest->gbs * 8);
+      c.net_label = buf;
+    }
+  }
   return o;
 }
 

@@ -4,11 +4,19 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "tools/plan/plan.h"
 
 namespace loom::tools::plan {
+
+// A link rate read from `loom perf --json` or `loom doctor --json` (--rates).
+struct MeasuredRate {
+  LinkClass link = LinkClass::kIntra;
+  double gbs = 0;    // GB/s (1e9 bytes per second)
+  std::string what;  // where in the file it came from, for the report
+};
 
 struct PlanOptions {
   PlanInput input;
@@ -18,6 +26,12 @@ struct PlanOptions {
   bool help = false;
   bool tflops_given = false;
   std::string topo_file;  // where the intra/inter link costs came from, when given
+  std::vector<MeasuredRate> rates;  // --rates, in the order given (applied last)
+  bool layout_given = false;        // --layout: evaluate this one layout, no search
+  Layout layout;
+  bool trainer = false;  // --model loom-train: trainer_model decides the model and training
+  TrainerModel trainer_model;
+  std::string check_trainer;  // --check-trainer FILE: loom-train --report-bytes output
 };
 
 // "65B", "1.3b", "175e9", "6700M" -> parameters. InvalidArgument otherwise.
@@ -27,6 +41,16 @@ Result<double> ParseBytes(std::string_view text);
 // A link rate: "10gbit", "400Gb/s", "400gbps" (bits), "300GB/s", "25GBps"
 // (bytes) -> GB/s (1e9 bytes per second).
 Result<double> ParseRate(std::string_view text);
+
+// "dp=2,tp=2,pp=1,zero=1[,recompute=on][,offload=on]"; a degree left out is 1.
+Result<Layout> ParseLayout(std::string_view text);
+
+// The rate in one `loom perf --json` or `loom doctor --json` document.
+// perf: the peak bus bandwidth of all_reduce (of any collective without
+// one), a link inside a node unless `link` says "inter" (a run across
+// hosts); doctor: the slowest stream its bandwidth check measured between
+// hosts, the inter-node network. link: "", "intra" or "inter".
+Result<MeasuredRate> ParseRatesJson(std::string_view text, std::string_view link);
 
 // Parses argv[1..]; an error is one line naming the flag, what was wrong
 // and what is accepted (the caller prints it and exits 2).

@@ -486,4 +486,147 @@ Zero3Figure Zero3Traffic(double params, double net_bytes_per_s) {
   return z;
 }
 
+// --- loom-train ------------------------------------------------------------
+
+int64_t TrainerParams(const TrainerModel& t) {
+  const int64_t C = t.channels;
+  return t.layers * (12 * C * C + 13 * C) + int64_t{t.vocab} * C + int64_t{t.seq} * C + 2 * C;
+}
+
+ModelShape TrainerShape(const TrainerModel& t) {
+  ModelShape m;
+  m.params = static_cast<double>(TrainerParams(t));
+  m.layers = t.layers;
+  m.hidden = t.channels;
+  m.heads = t.heads;
+  m.seq = t.seq;
+  m.vocab = t.vocab;
+  m.source = "loom-train's GPT (trainer/params.cc): learned positions, tied embedding";
+  return m;
+}
+
+std::string TrainerProblem(const TrainerModel& t, const Layout& l) {
+  if (l.zero > 1 || l.recompute || l.offload) {
+    return "loom-train runs ZeRO 0 or 1, without recomputation or offload";
+  }
+  if (t.micro_batches < 1 || t.batch % (l.dp * t.micro_batches) != 0) {
+    return Format("loom-train: --batch %d is not a multiple of DP x micro-batches = %d", t.batch,
+                  l.dp * t.micro_batches);
+  }
+  if (t.heads % l.tp != 0 || t.vocab % l.tp != 0 || t.channels % t.heads != 0) {
+    return Format("loom-train: TP=%d must divide the %d heads and the vocabulary %d, the heads the "
+                  "channels", l.tp, t.heads, t.vocab);
+  }
+  if (t.layers < l.pp) return Format("loom-train: PP=%d is deeper than the %d layers", l.pp, t.layers);
+  return "";
+}
+
+namespace {
+
+// Exchanges of one step on pipeline stage s (trainer/pipeline.cc): each
+// Transfer with a neighbour that exists is one operation.
+int64_t PipelineExchanges(const TrainerModel& t, int s, int stages) {
+  const int64_t M = t.micro_batches;
+  const int64_t sides = (s > 0) + (s < stages - 1);  // neighbours
+  if (t.gpipe) return 2 * M * sides;
+  // 1F1B: warm-up and cool-down pair with both neighbours, the steady
+  // phase once per micro-batch, and the first receive of the steady phase.
+  const int64_t warm = std::min<int64_t>(stages - s - 1, M);
+  const int64_t steady = M - warm;
+  return (2 * warm + steady) * sides + (steady > 0 && s > 0 ? 1 : 0);
+}
+
+}  // namespace
+
+double GroupTraffic::RingBytes() const {
+  const double n = size;
+  return static_cast<double>(allreduce) * 2 * (n - 1) / n +
+         static_cast<double>(reducescatter) * (n - 1) / n + static_cast<double>(allgather) * (n - 1) +
+         static_cast<double>(send);
+}
+
+std::vector<TrainerRank> PredictTrainer(const TrainerModel& t, const Layout& l) {
+  std::vector<TrainerRank> ranks;
+  const int64_t f = 4;  // fp32
+  const int64_t C = t.channels, V = t.vocab, T = t.seq, M = t.micro_batches;
+  const int64_t N = int64_t{t.batch} / (int64_t{l.dp} * M) * T;  // tokens per micro-batch
+  const int64_t NC = N * C;
+  for (int rank = 0; rank < l.dp * l.tp * l.pp; ++rank) {
+    TrainerRank r;
+    r.rank = rank;
+    r.tp_rank = rank % l.tp;
+    r.dp_rank = (rank / l.tp) % l.dp;
+    r.pp_rank = rank / (l.tp * l.dp);
+    const int s = r.pp_rank;
+    const bool first = s == 0, last = s == l.pp - 1;
+    // Layers of the stage: the first L % PP stages take one more.
+    const int64_t layers = t.layers / l.pp + (s < t.layers % l.pp ? 1 : 0);
+    // The flat buffer: per layer 12C^2 + 7C split over TP and 6C replicated;
+    // wte (V/TP rows) on the first and last stage, wpe on the first, lnf on
+    // the last; padded to a multiple of DP.
+    int64_t local = layers * ((12 * C * C + 7 * C) / l.tp + 6 * C);
+    if (first || last) local += V / l.tp * C;
+    if (first) local += T * C;
+    if (last) local += 2 * C;
+    const int64_t n = (local + l.dp - 1) / l.dp * l.dp;
+    const int64_t shard = l.zero ? n / l.dp : n;
+    r.params = n * f;
+    r.grads = (n + (last ? V / l.tp * C : 0) + (l.zero ? shard : 0)) * f;
+    r.optimizer = 2 * shard * f;
+
+    if (l.tp > 1) {
+      // Per micro-batch: the embedding's all-reduce (first stage), two
+      // forward and two backward per layer, and on the last stage the
+      // cross-entropy's MAX (N) and SUM (2N) and the LM head's backward.
+      GroupTraffic g{"tp", l.tp};
+      g.ops = M * ((first ? 1 : 0) + 4 * layers + (last ? 3 : 0));
+      g.allreduce = M * ((first ? NC : 0) + 4 * layers * NC + (last ? N + 2 * N + NC : 0)) * f;
+      r.groups.push_back(g);
+    }
+    if (l.dp > 1) {
+      // One call per bucket (plain: one bucket); ZeRO-1 a reduce-scatter
+      // and an all-gather per bucket. Buckets hold whole ZeRO shards.
+      int64_t step = n;
+      if (t.sync != TrainerModel::Sync::kPlain) {
+        step = std::max<int64_t>(t.bucket_floats, 1);
+        step = (step + l.dp - 1) / l.dp * l.dp;
+      }
+      const int64_t buckets = (n + step - 1) / step;
+      GroupTraffic g{"dp", l.dp};
+      if (l.zero) {
+        g.ops = 2 * buckets;
+        g.reducescatter = n * f;
+        g.allgather = n / l.dp * f;
+      } else {
+        g.ops = buckets;
+        g.allreduce = n * f;
+      }
+      r.groups.push_back(g);
+    }
+    if (l.pp > 1) {
+      // Activations (N, C) forward and their gradients backward, whole on
+      // every TP rank.
+      GroupTraffic g{"pp", l.pp};
+      g.ops = PipelineExchanges(t, s, l.pp);
+      g.send = M * ((last ? 0 : 1) + (first ? 0 : 1)) * NC * f;
+      r.groups.push_back(g);
+      if (first || last) {
+        // The tied embedding's two gradient parts, summed once per step.
+        GroupTraffic tie{"tie", 2};
+        tie.ops = 1;
+        tie.allreduce = V / l.tp * C * f;
+        r.groups.push_back(tie);
+      }
+    }
+    if (l.dp * l.tp * l.pp > 1) {
+      GroupTraffic w{"world", l.dp * l.tp * l.pp};
+      w.ops = 1;  // the loss for the log
+      w.allreduce = f;
+      r.groups.push_back(w);
+    }
+    ranks.push_back(std::move(r));
+  }
+  return ranks;
+}
+
 }  // namespace loom::tools::plan

@@ -152,4 +152,53 @@ struct Zero3Figure {
 };
 Zero3Figure Zero3Traffic(double params, double net_bytes_per_s);
 
+// --- loom-train (trainer/, docs/trainer.md), counted exactly -----------------
+//
+// The example trainer's GPT and the way it lays out, shards and moves it, as
+// closed forms: the ground truth the formulas above are checked against
+// (`loom plan --model loom-train --layout ... --check-trainer FILE`).
+
+// loom-train's settings that decide its traffic and memory, as its flags.
+struct TrainerModel {
+  int vocab = 128, channels = 64, heads = 4, layers = 4, seq = 32;
+  int batch = 8;          // --batch: global sequences per step
+  int micro_batches = 1;  // --micro-batches: per DP rank and step
+  bool gpipe = false;     // --schedule gpipe (else 1f1b)
+  enum class Sync { kPlain, kBucketed, kOverlap } sync = Sync::kOverlap;
+  int64_t bucket_floats = 16384;
+};
+
+// L(12C^2 + 13C) + VC (tied wte) + TC (learned positions, wpe) + 2C (lnf).
+int64_t TrainerParams(const TrainerModel& t);
+// The shape the general model sees: fp32, AdamW, parameters exactly.
+ModelShape TrainerShape(const TrainerModel& t);
+// Why loom-train refuses the layout (its Validate), "" when it runs it.
+std::string TrainerProblem(const TrainerModel& t, const Layout& l);
+
+// What one rank hands to loom through one group in one step: per kind of
+// call, the call's input on this rank in bytes (all-reduce: the buffer;
+// reduce-scatter: the whole send buffer; all-gather: this rank's block;
+// send/recv: what it sends), as trainer/groups.h counts it.
+struct GroupTraffic {
+  std::string group;  // "tp", "dp", "pp", "tie", "world"
+  int size = 0;
+  int64_t ops = 0, allreduce = 0, reducescatter = 0, allgather = 0, send = 0;
+  int64_t bytes() const { return allreduce + reducescatter + allgather + send; }
+  // What a ring sends of it: 2(n-1)/n, (n-1)/n, (n-1) and 1 times each kind.
+  double RingBytes() const;
+  bool operator==(const GroupTraffic&) const = default;
+};
+
+struct TrainerRank {
+  int rank = 0, dp_rank = 0, tp_rank = 0, pp_rank = 0;
+  std::vector<GroupTraffic> groups;  // those of more than one rank, in the order tp, dp, pp, tie, world
+  // Bytes allocated: the flat parameter buffer (padded to a multiple of DP);
+  // gradients: that buffer again, the last stage's LM-head part of wte and
+  // the ZeRO-1 shard; AdamW's m and v for what the rank updates.
+  int64_t params = 0, grads = 0, optimizer = 0;
+};
+
+// Every rank of the layout (rank = tp + TP * (dp + DP * pp)); l.zero is 0 or 1.
+std::vector<TrainerRank> PredictTrainer(const TrainerModel& t, const Layout& l);
+
 }  // namespace loom::tools::plan

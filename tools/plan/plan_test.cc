@@ -2,6 +2,7 @@
 // scenarios, the 3D-vs-ZeRO-3 crossover, and the command line.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -294,6 +295,13 @@ TEST(PlanOptions, BadInputNamesTheFlagAndWhatIsAccepted) {
       {{"--params", "65B"}, "--gpus is required"},
       {{"--layers", "4", "--params", "1B", "--gpus", "8"}, "--layers, --hidden and --heads go together"},
       {{"--params", "65B", "--gpus", "8", "--bogus", "1"}, "unknown flag --bogus"},
+      {{"--params", "65B", "--layout", "dp=2,tp=x"}, "--layout 'dp=2,tp=x': accepted: dp=D"},
+      {{"--params", "65B", "--gpus", "8", "--layout", "dp=2"}, "--layout: DP x TP x PP = 2 but --gpus 8"},
+      {{"--params", "65B", "--gpus", "8", "--micro-batches", "2"}, "are loom-train's: give --model loom-train"},
+      {{"--model", "loom-train", "--check-trainer", "x"}, "--check-trainer needs --model loom-train and --layout"},
+      {{"--model", "gpt-2", "--gpus", "2"}, "--model 'gpt-2': accepted: loom-train"},
+      {{"--model", "loom-train", "--layout", "dp=2", "--dtype", "bf16"}, "loom-train trains in fp32"},
+      {{"--params", "65B", "--gpus", "8", "--rates", "/nonexistent.json"}, "--rates '/nonexistent.json': cannot read"},
   };
   for (const Case& c : cases) {
     auto r = Parse(c.args);
@@ -301,6 +309,228 @@ TEST(PlanOptions, BadInputNamesTheFlagAndWhatIsAccepted) {
     EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status().message();
     EXPECT_EQ(r.status().message().find('\n'), std::string::npos);
   }
+}
+
+// --- loom-train, exactly (ground truth: tests/plan/plan_trainer_test.sh) ---
+
+const GroupTraffic& GroupOf(const TrainerRank& r, const std::string& name) {
+  static const GroupTraffic kNone;
+  for (const GroupTraffic& g : r.groups) {
+    if (g.group == name) return g;
+  }
+  ADD_FAILURE() << "no group " << name;
+  return kNone;
+}
+
+TEST(PlanTrainer, ParametersAreLoomTrainsCount) {
+  // loom-train prints params=210304 for its default model.
+  EXPECT_EQ(TrainerParams(TrainerModel{}), 210304);
+  PlanOptions o = MustParse({"--model", "loom-train", "--layout", "dp=2,zero=1", "--micro-batches", "2"});
+  EXPECT_DOUBLE_EQ(o.input.model.params, 210304);
+  EXPECT_EQ(o.input.cluster.gpus, 2);
+  EXPECT_EQ(o.input.train.micro_batch, 2);  // 8 sequences over DP=2 in 2 micro-batches
+  EXPECT_EQ(o.input.train.dtype, Dtype::kFp32);
+  // With one rank and no padding the general model's states are the exact ones
+  // but for the LM head's separate gradient buffer (V x C floats).
+  const Estimate e = Evaluate(o.input, Layout{1, 1, 1, 0, false, false});
+  const TrainerRank r = PredictTrainer(TrainerModel{}, Layout{1, 1, 1, 0, false, false}).front();
+  EXPECT_DOUBLE_EQ(e.mem.params, static_cast<double>(r.params));
+  EXPECT_DOUBLE_EQ(e.mem.grads + 128 * 64 * 4, static_cast<double>(r.grads));
+  EXPECT_DOUBLE_EQ(e.mem.optimizer, static_cast<double>(r.optimizer));
+  EXPECT_TRUE(r.groups.empty());
+}
+
+TEST(PlanTrainer, Zero1ReduceScattersTheBufferAndGathersOneShard) {
+  TrainerModel t;
+  t.micro_batches = 2;
+  const auto ranks = PredictTrainer(t, Layout{2, 1, 1, 1, false, false});
+  ASSERT_EQ(ranks.size(), 2u);
+  for (const TrainerRank& r : ranks) {
+    const GroupTraffic& dp = GroupOf(r, "dp");
+    EXPECT_EQ(dp.ops, 26);  // 13 buckets of 16384 floats, as --expect-dp-ops 26 checks
+    EXPECT_EQ(dp.reducescatter, 210304 * 4);
+    EXPECT_EQ(dp.allgather, 210304 / 2 * 4);
+    EXPECT_DOUBLE_EQ(dp.RingBytes(), 210304 * 4 / 2.0 + 210304 / 2 * 4);
+    EXPECT_EQ(GroupOf(r, "world").allreduce, 4);
+    EXPECT_EQ(r.params, 210304 * 4);
+    EXPECT_EQ(r.grads, (210304 + 128 * 64 + 210304 / 2) * 4);
+    EXPECT_EQ(r.optimizer, 210304 * 4);  // m and v of half the parameters
+  }
+  EXPECT_EQ(ranks[1].dp_rank, 1);
+}
+
+TEST(PlanTrainer, TensorAndPipelineTrafficPerStage) {
+  // tp=2, pp=2, 2 micro-batches of 4 sequences: N = 128 tokens, C = 64.
+  TrainerModel t;
+  t.micro_batches = 2;
+  const auto ranks = PredictTrainer(t, Layout{1, 2, 2, 0, false, false});
+  ASSERT_EQ(ranks.size(), 4u);
+  const int64_t NC = 128 * 64;
+  // First stage: embedding + 2 layers x 4 all-reduces per micro-batch.
+  EXPECT_EQ(GroupOf(ranks[0], "tp").ops, 2 * 9);
+  EXPECT_EQ(GroupOf(ranks[0], "tp").allreduce, 2 * 9 * NC * 4);
+  // Last stage: 2 layers x 4, cross-entropy MAX (N) and SUM (2N), LM head.
+  EXPECT_EQ(GroupOf(ranks[2], "tp").ops, 2 * 11);
+  EXPECT_EQ(GroupOf(ranks[2], "tp").allreduce, 2 * (8 * NC + 3 * 128 + NC) * 4);
+  EXPECT_EQ(ranks[2].pp_rank, 1);
+  EXPECT_EQ(ranks[1].tp_rank, 1);
+  // 1F1B on 2 stages and 2 micro-batches: 3 exchanges each side.
+  EXPECT_EQ(GroupOf(ranks[0], "pp").ops, 3);
+  EXPECT_EQ(GroupOf(ranks[3], "pp").ops, 3);
+  EXPECT_EQ(GroupOf(ranks[0], "pp").send, 2 * NC * 4);
+  EXPECT_EQ(GroupOf(ranks[0], "tie").allreduce, 64 * 64 * 4);
+  t.gpipe = true;
+  EXPECT_EQ(GroupOf(PredictTrainer(t, Layout{1, 2, 2, 0, false, false})[0], "pp").ops, 4);
+}
+
+TEST(PlanTrainer, RefusesWhatLoomTrainRefuses) {
+  TrainerModel t;
+  EXPECT_NE(TrainerProblem(t, Layout{1, 1, 1, 2, false, false}), "");  // ZeRO-2
+  EXPECT_NE(TrainerProblem(t, Layout{1, 3, 1, 0, false, false}), "");  // 3 does not divide 4 heads
+  EXPECT_NE(TrainerProblem(t, Layout{1, 1, 8, 0, false, false}), "");  // deeper than 4 layers
+  EXPECT_NE(TrainerProblem(t, Layout{3, 1, 1, 0, false, false}), "");  // 8 sequences over 3
+  EXPECT_EQ(TrainerProblem(t, Layout{2, 2, 2, 1, false, false}), "");
+}
+
+TEST(PlanTrainer, ReportLinesAreParsedAndCompared) {
+  TrainerModel t;
+  t.micro_batches = 2;
+  const auto predicted = PredictTrainer(t, Layout{2, 1, 1, 1, false, false});
+  const std::string line =
+      R"({"schema": "loom-train-bytes/1", "rank": %d, "dp_rank": %d, "tp_rank": 0, "pp_rank": 0, "dp": 2, )"
+      R"("tp": 1, "pp": 1, "zero": 1, "steps": 2, "same_every_step": true, "groups": [{"name": "dp", "size": 2, )"
+      R"("ops": 26, "allreduce": 0, "reducescatter": 841216, "allgather": 420608, "send": 0, "bytes": 1261824}, )"
+      R"({"name": "world", "size": 2, "ops": 1, "allreduce": 4, "reducescatter": 0, "allgather": 0, "send": 0, )"
+      R"("bytes": 4}], "memory": {"params": 841216, "grads": 1294592, "optimizer": 841216}})";
+  char r0[1024], r1[1024];
+  std::snprintf(r0, sizeof r0, line.c_str(), 0, 0);
+  std::snprintf(r1, sizeof r1, line.c_str(), 1, 1);
+  // Rank 1 first, behind a launcher's tag, among other output.
+  const std::string text = "loom-train: dp=2\n[1] " + std::string(r1) + "\nstep 0\n" + r0 + "\n";
+  auto measured = ParseTrainerReport(text);
+  ASSERT_TRUE(measured.ok()) << measured.status().message();
+  ASSERT_EQ(measured->size(), 2u);
+  EXPECT_EQ((*measured)[0].rank, 0);
+  EXPECT_TRUE(CompareTrainer(predicted, *measured).empty());
+  EXPECT_NE(RenderTrainerText(predicted, &*measured, {}).find("check: EQUAL, 2 ranks"), std::string::npos);
+  // One byte off, a missing rank, a repeated rank, uneven steps.
+  std::string off = r0;
+  off.replace(off.find("841216"), 6, "841217");
+  auto bad = ParseTrainerReport(off + "\n" + r1);
+  ASSERT_TRUE(bad.ok());
+  const auto diff = CompareTrainer(predicted, *bad);
+  ASSERT_EQ(diff.size(), 1u);
+  EXPECT_EQ(diff[0], "rank 0 dp reduce-scatter bytes: predicted 841216, measured 841217");
+  EXPECT_EQ(CompareTrainer(predicted, {(*measured)[0]}).size(), 2u);  // count and "rank 1: not measured"
+  EXPECT_FALSE(ParseTrainerReport(std::string(r0) + "\n" + r0).ok());
+  std::string uneven = r0;
+  uneven.replace(uneven.find("true"), 4, "false");
+  EXPECT_NE(ParseTrainerReport(uneven).status().message().find("did not all move the same bytes"),
+            std::string::npos);
+  EXPECT_FALSE(ParseTrainerReport("no report here\n").ok());
+}
+
+TEST(PlanTrainer, LayoutGrammar) {
+  auto l = ParseLayout("dp=2,tp=4,pp=3,zero=1,recompute=on");
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(*l, (Layout{2, 4, 3, 1, true, false}));
+  EXPECT_EQ(*ParseLayout("pp=2"), (Layout{1, 1, 2, 0, false, false}));
+  for (const char* bad : {"dp=0", "zero=4", "dp", "dp=2,,tp=2", "tp=2,offload=maybe", "ep=2"}) {
+    EXPECT_FALSE(ParseLayout(bad).ok()) << bad;
+  }
+}
+
+// --- --rates: loom perf --json and loom doctor --json ------------------------
+
+// Trimmed from `loom run -np 2 -- loom perf all_reduce -b 1M -e 4M -f 2 --json`.
+constexpr const char kPerfJson[] = R"j({
+  "nranks": 2,
+  "options": {"minbytes": 1048576, "maxbytes": 4194304},
+  "rows": [
+    {"collective": "all_reduce", "placement": "out-of-place", "size": 1048576, "count": 262144, "busbw_gbps": 14.04},
+    {"collective": "all_reduce", "placement": "in-place", "size": 4194304, "count": 1048576, "busbw_gbps": 21.5},
+    {"collective": "all_gather", "placement": "in-place", "size": 4194304, "count": 524288, "busbw_gbps": 30.0},
+    {"collective": "all_reduce", "placement": "in-place", "size": 8, "count": 2, "busbw_gbps": null}
+  ],
+  "out_of_bounds": 0, "avg_busbw_gbps": 17.8, "peaks": []
+})j";
+
+// Trimmed from `loom doctor --json` on two hosts, without and with --expect 100gbit.
+constexpr const char kDoctorPass[] = R"j({"format": "loom-doctor", "version": 1, "mode": "agents",
+  "hosts": ["h0", "h1"], "verdict": "PASS", "exit_code": 0, "cause": null, "findings": [
+  {"check": "reachability", "number": 3, "status": "PASS", "host": "", "summary": "6 TCP connects succeeded, slowest 0.1 ms", "fix": ""},
+  {"check": "bandwidth", "number": 6, "status": "PASS", "host": "", "summary": "2 streams on eth0: 13.96 Gbit/s .. 16.46 Gbit/s (no expected rate: virtual links; pass --expect RATE)", "fix": ""}]})j";
+constexpr const char kDoctorSlow[] = R"j({"format": "loom-doctor", "version": 1, "mode": "agents",
+  "hosts": ["h0", "h1", "h2"], "verdict": "FAIL", "exit_code": 2, "cause": null, "findings": [
+  {"check": "bandwidth", "number": 6, "status": "FAIL", "host": "h0", "summary": "to h1 on eth0: 16.25 Gbit/s, 16% of the expected 100.00 Gbit/s", "fix": "inspect"},
+  {"check": "bandwidth", "number": 6, "status": "FAIL", "host": "h2", "summary": "sends at 950 Mbit/s on data0, 1% of the expected 100.00 Gbit/s (every outgoing stream is slow, the others are not)", "fix": "inspect"}]})j";
+
+TEST(PlanRates, PerfPeakAllReduceBusBandwidthIsTheIntraLink) {
+  auto r = ParseRatesJson(kPerfJson, "");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->link, LinkClass::kIntra);
+  EXPECT_DOUBLE_EQ(r->gbs, 21.5);  // all_reduce's peak, not all_gather's
+  EXPECT_NE(r->what.find("all_reduce peak bus bandwidth over 2 ranks at 4194304 bytes"), std::string::npos) << r->what;
+  EXPECT_EQ(ParseRatesJson(kPerfJson, "inter")->link, LinkClass::kInter);
+  // Without all_reduce rows, the peak of what was measured.
+  auto gather = ParseRatesJson(R"j({"nranks": 4, "rows": [{"collective": "all_gather", "size": 1, "busbw_gbps": 3}]})j", "");
+  ASSERT_TRUE(gather.ok());
+  EXPECT_DOUBLE_EQ(gather->gbs, 3);
+  EXPECT_NE(ParseRatesJson(R"j({"nranks": 1, "rows": [{"collective": "all_reduce", "busbw_gbps": 0}]})j", "")
+                .status()
+                .message()
+                .find("one rank measures no link"),
+            std::string::npos);
+}
+
+TEST(PlanRates, DoctorSlowestStreamIsTheNetwork) {
+  auto pass = ParseRatesJson(kDoctorPass, "");
+  ASSERT_TRUE(pass.ok()) << pass.status().message();
+  EXPECT_EQ(pass->link, LinkClass::kInter);
+  EXPECT_DOUBLE_EQ(pass->gbs, 13.96 / 8);
+  // Measured rates only: "the expected 100.00 Gbit/s" is not one.
+  auto slow = ParseRatesJson(kDoctorSlow, "");
+  ASSERT_TRUE(slow.ok());
+  EXPECT_DOUBLE_EQ(slow->gbs, 0.95 / 8);
+  EXPECT_NE(slow->what.find("slowest of 2 stream rates"), std::string::npos) << slow->what;
+  EXPECT_NE(ParseRatesJson(kDoctorPass, "intra").status().message().find("between hosts"), std::string::npos);
+  const char* no_streams = R"j({"format": "loom-doctor", "findings": [{"check": "names", "summary": "1.00 Gbit/s"}]})j";
+  EXPECT_NE(ParseRatesJson(no_streams, "").status().message().find("no measured stream"), std::string::npos);
+  EXPECT_NE(ParseRatesJson(R"j({"hello": 1})j", "").status().message().find("neither"), std::string::npos);
+  EXPECT_FALSE(ParseRatesJson("not json", "").ok());
+}
+
+TEST(PlanRates, FilesSetTheLinkRatesSlowestFirst) {
+  const std::string dir = testing::TempDir();
+  auto write = [&](const char* name, const char* text) {
+    const std::string path = dir + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  };
+  const std::string perf = write("plan_rates_perf.json", kPerfJson);
+  const std::string pass = write("plan_rates_pass.json", kDoctorPass);
+  const std::string slow = write("plan_rates_slow.json", kDoctorSlow);
+  const std::string intra = "intra:" + perf;
+  PlanOptions o = MustParse({"--params", "7B", "--gpus", "16", "--rates", intra.c_str(), "--rates", pass.c_str(),
+                             "--rates", slow.c_str()});
+  const Cluster& c = o.input.cluster;
+  EXPECT_DOUBLE_EQ(c.links.intra.bandwidth_gbs, 21.5);
+  EXPECT_DOUBLE_EQ(c.links.inter.bandwidth_gbs, 0.95 / 8);  // the slower doctor file
+  EXPECT_DOUBLE_EQ(c.links.inter.latency_us, 20);           // sockets, as --net 950mbit would
+  EXPECT_TRUE(c.nvlink);
+  ASSERT_EQ(o.rates.size(), 3u);
+  const Plan p = MakePlan(o.input);
+  const std::string text = RenderPlanText(o, p);
+  EXPECT_NE(text.find("intra nvlink:21.5GB/s (measured)"), std::string::npos) << text.substr(0, 600);
+  EXPECT_NE(text.find("rates: inter link 0.119 GB/s = 0.95 Gb/s, loom doctor: slowest of 2 stream rates"),
+            std::string::npos);
+  // An explicit --net keeps its kind and latency; the measured rate wins.
+  o = MustParse({"--params", "7B", "--gpus", "16", "--net", "ib:400gbit", "--rates", pass.c_str()});
+  EXPECT_DOUBLE_EQ(o.input.cluster.links.inter.bandwidth_gbs, 13.96 / 8);
+  EXPECT_DOUBLE_EQ(o.input.cluster.links.inter.latency_us, 5);
+  auto bad = Parse({"--params", "7B", "--gpus", "16", "--rates", ("intra:" + pass).c_str()});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("between hosts"), std::string::npos);
 }
 
 }  // namespace

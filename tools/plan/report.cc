@@ -1,6 +1,7 @@
 // Rendering of `loom plan` output (report.h).
 #include "tools/plan/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -145,15 +146,28 @@ json::Value EstimateJson(const Estimate& e) {
   return o;
 }
 
+json::Value RatesJson(const std::vector<MeasuredRate>& rates) {
+  json::Value::Array out;
+  for (const MeasuredRate& r : rates) {
+    out.push_back(json::Value::Object{{"link", LinkClassName(r.link)}, {"gbs", r.gbs}, {"from", r.what}});
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string RenderPlanText(const PlanOptions& o, const Plan& plan) {
   const PlanInput& in = o.input;
   const ModelShape& m = in.model;
   std::string s;
-  s += Format("model: %.4g B parameters; %d layers, hidden %d, %d heads, vocabulary %d, sequence %d (%s)\n",
-              m.params / 1e9, m.layers, m.hidden, m.heads, m.vocab, m.seq, m.source.c_str());
-  s += TrainingLine(in) + "\n" + ClusterLine(o) + "\n\n";
+  const std::string count = m.params >= 1e8 ? Format("%.4g B", m.params / 1e9) : Format("%.0f", m.params);
+  s += Format("model: %s parameters; %d layers, hidden %d, %d heads, vocabulary %d, sequence %d (%s)\n",
+              count.c_str(), m.layers, m.hidden, m.heads, m.vocab, m.seq, m.source.c_str());
+  s += TrainingLine(in) + "\n" + ClusterLine(o) + "\n";
+  for (const MeasuredRate& r : o.rates) {
+    s += Format("rates: %s link %.3g GB/s = %.3g Gb/s, %s\n", LinkClassName(r.link), r.gbs, r.gbs * 8, r.what.c_str());
+  }
+  s += "\n";
 
   const size_t shown = o.all ? plan.feasible.size() : std::min(plan.feasible.size(), static_cast<size_t>(o.top));
   s += Format("feasible layouts: %zu, fastest first (memory per GPU in GB, communication per GPU per step)\n",
@@ -185,7 +199,8 @@ std::string RenderPlanText(const PlanOptions& o, const Plan& plan) {
     s += "recommended: none\n  rule: " + plan.rule + "\n";
   }
 
-  // The ZeRO-3 figure as quoted, and with real parameter bytes.
+  // The ZeRO-3 figure as quoted, and with real parameter bytes (not for one given layout).
+  if (o.layout_given) return s;
   const double net = in.cluster.links.inter.bandwidth_gbs * 1e9;
   const Zero3Figure z = Zero3Traffic(m.params, net);
   s += Format("\nZeRO-3 traffic, 3 x parameters per GPU per step (all-gather forward and backward, "
@@ -255,7 +270,8 @@ json::Value RenderPlanJson(const PlanOptions& o, const Plan& plan) {
                                       {"net", c.net_label},
                                       {"net_gbs", c.links.inter.bandwidth_gbs},
                                       {"tflops", c.tflops},
-                                      {"tflops_assumed", !o.tflops_given}}},
+                                      {"tflops_assumed", !o.tflops_given},
+                                      {"rates", RatesJson(o.rates)}}},
       {"recommended", recommended},
       {"feasible", std::move(feasible)},
       {"infeasible", std::move(infeasible)},
@@ -266,6 +282,234 @@ json::Value RenderPlanJson(const PlanOptions& o, const Plan& plan) {
                                             {"fp32_gb", Round3(G(z.fp32_bytes))},
                                             {"fp32_s", Round3(z.fp32_s)}}},
   };
+}
+
+namespace {
+
+const GroupTraffic* FindGroup(const TrainerRank& r, const std::string& name) {
+  for (const GroupTraffic& g : r.groups) {
+    if (g.group == name) return &g;
+  }
+  return nullptr;
+}
+
+Result<int64_t> Int(const json::Value& obj, const char* key) {
+  const json::Value* v = obj.Find(key);
+  if (v == nullptr || !v->is_number() || v->number() < 0 || v->number() != std::floor(v->number())) {
+    return InvalidArgument(std::string("no whole number \"") + key + "\"");
+  }
+  return static_cast<int64_t>(v->number());
+}
+
+Result<TrainerRank> RankOfJson(const json::Value& line) {
+  TrainerRank r;
+  LOOM_ASSIGN_OR_RETURN(int64_t rank, Int(line, "rank"));
+  LOOM_ASSIGN_OR_RETURN(int64_t dp, Int(line, "dp_rank"));
+  LOOM_ASSIGN_OR_RETURN(int64_t tp, Int(line, "tp_rank"));
+  LOOM_ASSIGN_OR_RETURN(int64_t pp, Int(line, "pp_rank"));
+  r.rank = static_cast<int>(rank), r.dp_rank = static_cast<int>(dp), r.tp_rank = static_cast<int>(tp);
+  r.pp_rank = static_cast<int>(pp);
+  const json::Value* same = line.Find("same_every_step");
+  if (same == nullptr || !same->is_bool() || !same->boolean()) {
+    return InvalidArgument("rank " + std::to_string(rank) + ": its steps did not all move the same bytes");
+  }
+  const json::Value* groups = line.Find("groups");
+  if (groups == nullptr || !groups->is_array()) return InvalidArgument("no \"groups\"");
+  for (const json::Value& g : groups->array()) {
+    GroupTraffic t;
+    const json::Value* name = g.Find("name");
+    if (name == nullptr || !name->is_string()) return InvalidArgument("a group without \"name\"");
+    t.group = name->string();
+    LOOM_ASSIGN_OR_RETURN(int64_t size, Int(g, "size"));
+    t.size = static_cast<int>(size);
+    LOOM_ASSIGN_OR_RETURN(t.ops, Int(g, "ops"));
+    LOOM_ASSIGN_OR_RETURN(t.allreduce, Int(g, "allreduce"));
+    LOOM_ASSIGN_OR_RETURN(t.reducescatter, Int(g, "reducescatter"));
+    LOOM_ASSIGN_OR_RETURN(t.allgather, Int(g, "allgather"));
+    LOOM_ASSIGN_OR_RETURN(t.send, Int(g, "send"));
+    r.groups.push_back(t);
+  }
+  const json::Value* mem = line.Find("memory");
+  if (mem == nullptr || !mem->is_object()) return InvalidArgument("no \"memory\"");
+  LOOM_ASSIGN_OR_RETURN(r.params, Int(*mem, "params"));
+  LOOM_ASSIGN_OR_RETURN(r.grads, Int(*mem, "grads"));
+  LOOM_ASSIGN_OR_RETURN(r.optimizer, Int(*mem, "optimizer"));
+  return r;
+}
+
+}  // namespace
+
+Result<std::vector<TrainerRank>> ParseTrainerReport(std::string_view text) {
+  std::vector<TrainerRank> ranks;
+  size_t line_no = 0;
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    ++line_no;
+    const size_t brace = line.find('{');
+    if (brace == std::string_view::npos || line.find("loom-train-bytes/1") == std::string_view::npos) continue;
+    auto doc = json::Parse(line.substr(brace));
+    if (!doc.ok()) return InvalidArgument("line " + std::to_string(line_no) + ": " + doc.status().message());
+    auto rank = RankOfJson(*doc);
+    if (!rank.ok()) return InvalidArgument("line " + std::to_string(line_no) + ": " + rank.status().message());
+    for (const TrainerRank& r : ranks) {
+      if (r.rank == rank->rank) return InvalidArgument("rank " + std::to_string(r.rank) + " reported twice");
+    }
+    ranks.push_back(*rank);
+  }
+  if (ranks.empty()) return InvalidArgument("no loom-train-bytes/1 line (run loom-train with --report-bytes)");
+  std::sort(ranks.begin(), ranks.end(), [](const TrainerRank& a, const TrainerRank& b) { return a.rank < b.rank; });
+  return ranks;
+}
+
+std::vector<std::string> CompareTrainer(const std::vector<TrainerRank>& predicted,
+                                        const std::vector<TrainerRank>& measured) {
+  std::vector<std::string> diff;
+  if (predicted.size() != measured.size()) {
+    diff.push_back(Format("%zu ranks predicted, %zu measured", predicted.size(), measured.size()));
+  }
+  auto check = [&](int rank, const std::string& what, int64_t p, int64_t m) {
+    if (p != m) {
+      diff.push_back(Format("rank %d %s: predicted %lld, measured %lld", rank, what.c_str(),
+                            static_cast<long long>(p), static_cast<long long>(m)));
+    }
+  };
+  for (const TrainerRank& p : predicted) {
+    const TrainerRank* m = nullptr;
+    for (const TrainerRank& r : measured) {
+      if (r.rank == p.rank) m = &r;
+    }
+    if (m == nullptr) {
+      diff.push_back(Format("rank %d: not measured", p.rank));
+      continue;
+    }
+    check(p.rank, "dp rank", p.dp_rank, m->dp_rank);
+    check(p.rank, "tp rank", p.tp_rank, m->tp_rank);
+    check(p.rank, "pp rank", p.pp_rank, m->pp_rank);
+    for (const GroupTraffic& g : p.groups) {
+      const GroupTraffic* mg = FindGroup(*m, g.group);
+      if (mg == nullptr) {
+        diff.push_back(Format("rank %d group %s: not measured", p.rank, g.group.c_str()));
+        continue;
+      }
+      check(p.rank, g.group + " size", g.size, mg->size);
+      check(p.rank, g.group + " operations", g.ops, mg->ops);
+      check(p.rank, g.group + " all-reduce bytes", g.allreduce, mg->allreduce);
+      check(p.rank, g.group + " reduce-scatter bytes", g.reducescatter, mg->reducescatter);
+      check(p.rank, g.group + " all-gather bytes", g.allgather, mg->allgather);
+      check(p.rank, g.group + " send bytes", g.send, mg->send);
+    }
+    for (const GroupTraffic& g : m->groups) {
+      if (FindGroup(p, g.group) == nullptr) {
+        diff.push_back(Format("rank %d group %s: measured, not predicted", p.rank, g.group.c_str()));
+      }
+    }
+    check(p.rank, "parameter bytes", p.params, m->params);
+    check(p.rank, "gradient bytes", p.grads, m->grads);
+    check(p.rank, "optimizer bytes", p.optimizer, m->optimizer);
+  }
+  return diff;
+}
+
+std::string RenderTrainerText(const std::vector<TrainerRank>& predicted, const std::vector<TrainerRank>* measured,
+                              const std::vector<std::string>& differences) {
+  std::string s =
+      "\nloom-train, exactly (trainer/): per rank and step, the bytes each call hands to loom (its input on this "
+      "rank)";
+  s += measured != nullptr ? "; beside each, loom-train --report-bytes (= equal)\n" : "\n";
+  s += "  rank dp tp pp  group size    ops   allreduce  reducescat   allgather        send       bytes  ring bytes";
+  s += measured != nullptr ? "  measured\n" : "\n";
+  int64_t total = 0, total_measured = 0;
+  for (const TrainerRank& r : predicted) {
+    const TrainerRank* m = nullptr;
+    if (measured != nullptr) {
+      for (const TrainerRank& x : *measured) {
+        if (x.rank == r.rank) m = &x;
+      }
+    }
+    for (const GroupTraffic& g : r.groups) {
+      const GroupTraffic* mg = m != nullptr ? FindGroup(*m, g.group) : nullptr;
+      s += Format("  %4d %2d %2d %2d  %-5s %4d %6lld %11lld %11lld %11lld %11lld %11lld %11.0f", r.rank, r.dp_rank,
+                  r.tp_rank, r.pp_rank, g.group.c_str(), g.size, static_cast<long long>(g.ops),
+                  static_cast<long long>(g.allreduce), static_cast<long long>(g.reducescatter),
+                  static_cast<long long>(g.allgather), static_cast<long long>(g.send),
+                  static_cast<long long>(g.bytes()), g.RingBytes());
+      total += g.bytes();
+      if (measured != nullptr) {
+        s += "  " + (mg == nullptr ? std::string("missing")
+                                   : mg->bytes() == g.bytes() && mg->ops == g.ops ? std::string("=")
+                                                                                   : Format("%lld bytes, %lld ops",
+                                                                                            static_cast<long long>(mg->bytes()),
+                                                                                            static_cast<long long>(mg->ops)));
+        if (mg != nullptr) total_measured += mg->bytes();
+      }
+      s += "\n";
+    }
+  }
+  s += Format("  all ranks: %lld bytes per step", static_cast<long long>(total));
+  s += measured != nullptr ? Format(", measured %lld\n", static_cast<long long>(total_measured)) : "\n";
+  s += "model states allocated per rank (bytes): params grads optimizer\n";
+  for (const TrainerRank& r : predicted) {
+    s += Format("  rank %d: %lld %lld %lld", r.rank, static_cast<long long>(r.params), static_cast<long long>(r.grads),
+                static_cast<long long>(r.optimizer));
+    if (measured != nullptr) {
+      const TrainerRank* m = nullptr;
+      for (const TrainerRank& x : *measured) {
+        if (x.rank == r.rank) m = &x;
+      }
+      if (m == nullptr) s += "  measured: missing";
+      else if (m->params == r.params && m->grads == r.grads && m->optimizer == r.optimizer) s += "  measured: =";
+      else s += Format("  measured: %lld %lld %lld", static_cast<long long>(m->params), static_cast<long long>(m->grads),
+                       static_cast<long long>(m->optimizer));
+    }
+    s += "\n";
+  }
+  if (measured != nullptr) {
+    if (differences.empty()) {
+      s += Format("check: EQUAL, %zu ranks: operations, bytes per group and model states\n", predicted.size());
+    } else {
+      s += Format("check: DIFFERENT, %zu differences\n", differences.size());
+      for (const std::string& d : differences) s += "  " + d + "\n";
+    }
+  }
+  return s;
+}
+
+json::Value RenderTrainerJson(const std::vector<TrainerRank>& predicted, const std::vector<TrainerRank>* measured,
+                              const std::vector<std::string>& differences) {
+  auto ranks = [](const std::vector<TrainerRank>& list) {
+    json::Value::Array out;
+    for (const TrainerRank& r : list) {
+      json::Value::Array groups;
+      for (const GroupTraffic& g : r.groups) {
+        groups.push_back(json::Value::Object{{"name", g.group},
+                                             {"size", g.size},
+                                             {"ops", g.ops},
+                                             {"allreduce", g.allreduce},
+                                             {"reducescatter", g.reducescatter},
+                                             {"allgather", g.allgather},
+                                             {"send", g.send},
+                                             {"bytes", g.bytes()},
+                                             {"ring_bytes", g.RingBytes()}});
+      }
+      out.push_back(json::Value::Object{
+          {"rank", r.rank},
+          {"dp_rank", r.dp_rank},
+          {"tp_rank", r.tp_rank},
+          {"pp_rank", r.pp_rank},
+          {"groups", std::move(groups)},
+          {"memory", json::Value::Object{{"params", r.params}, {"grads", r.grads}, {"optimizer", r.optimizer}}}});
+    }
+    return out;
+  };
+  json::Value::Object o{{"predicted", ranks(predicted)}};
+  if (measured != nullptr) {
+    o.emplace_back("measured", ranks(*measured));
+    o.emplace_back("equal", differences.empty());
+    o.emplace_back("differences", json::Value::Array(differences.begin(), differences.end()));
+  }
+  return o;
 }
 
 }  // namespace loom::tools::plan
