@@ -5,27 +5,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <numeric>
 #include <set>
 #include <tuple>
 
+#include "base/strings.h"
 #include "collectives/select/selector.h"
 #include "tools/topo/render.h"
 
 namespace loom::tools::plan {
 namespace {
 
-std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Format(const char* fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return buf;
-}
 
 // The FIFOs of one ring neighbour pair, both directions, at loom's default
 // NCCL_BUFFSIZE (base/params.cc): what a communicator of more than one rank
@@ -122,7 +113,7 @@ double LayerParams(const ModelShape& m) {
 }
 
 std::string Gb(double bytes) {
-  return Format("%.1f GB", bytes / kGB);
+  return StrPrintf("%.1f GB", bytes / kGB);
 }
 
 // Why the layout cannot be laid out at all, before memory: "" when it can.
@@ -130,22 +121,22 @@ std::string ShapeProblem(const PlanInput& in, const Layout& l) {
   const Cluster& c = in.cluster;
   const ModelShape& m = in.model;
   if (l.tp > c.gpus_per_node) {
-    return Format("TP=%d crosses nodes (%d GPUs per node): TP all-reduces every layer", l.tp,
+    return StrPrintf("TP=%d crosses nodes (%d GPUs per node): TP all-reduces every layer", l.tp,
                   c.gpus_per_node);
   }
   if (c.gpus_per_node % l.tp != 0) {
-    return Format("TP=%d does not divide the %d GPUs of a node", l.tp, c.gpus_per_node);
+    return StrPrintf("TP=%d does not divide the %d GPUs of a node", l.tp, c.gpus_per_node);
   }
-  if (m.heads % l.tp != 0) return Format("TP=%d does not divide the %d heads", l.tp, m.heads);
-  if (l.pp > m.layers) return Format("PP=%d is deeper than the %d layers", l.pp, m.layers);
-  if (m.layers % l.pp != 0) return Format("PP=%d does not divide the %d layers", l.pp, m.layers);
+  if (m.heads % l.tp != 0) return StrPrintf("TP=%d does not divide the %d heads", l.tp, m.heads);
+  if (l.pp > m.layers) return StrPrintf("PP=%d is deeper than the %d layers", l.pp, m.layers);
+  if (m.layers % l.pp != 0) return StrPrintf("PP=%d does not divide the %d layers", l.pp, m.layers);
   const int64_t per_step = static_cast<int64_t>(l.dp) * in.train.micro_batch;
   if (in.train.global_batch % per_step != 0) {
-    return Format("global batch %lld is not a multiple of DP x micro-batch = %lld",
+    return StrPrintf("global batch %lld is not a multiple of DP x micro-batch = %lld",
                   static_cast<long long>(in.train.global_batch), static_cast<long long>(per_step));
   }
   if (l.zero >= 2 && l.pp > 1) {
-    return Format("ZeRO-%d shards the gradients that pipeline stages accumulate: not combined with PP",
+    return StrPrintf("ZeRO-%d shards the gradients that pipeline stages accumulate: not combined with PP",
                   l.zero);
   }
   return "";
@@ -177,12 +168,12 @@ ModelShape ShapeForParams(double params) {
   m.hidden = 128 * layers;
   m.heads = layers;  // heads of 128
   m.vocab = 50257;
-  m.source = Format("shape derived: %d layers, hidden %d (128 x layers)", m.layers, m.hidden);
+  m.source = StrPrintf("shape derived: %d layers, hidden %d (128 x layers)", m.layers, m.hidden);
   return m;
 }
 
 std::string Describe(const Layout& l) {
-  std::string s = Format("DP=%d TP=%d PP=%d ZeRO-%d", l.dp, l.tp, l.pp, l.zero);
+  std::string s = StrPrintf("DP=%d TP=%d PP=%d ZeRO-%d", l.dp, l.tp, l.pp, l.zero);
   if (l.recompute) s += " recompute";
   if (l.offload) s += " offload";
   return s;
@@ -268,10 +259,10 @@ Estimate Evaluate(const PlanInput& in, const Layout& l) {
   mem.reserve = c.reserve;
 
   if (mem.total() > c.gpu_mem) {
-    e.infeasible = Format("over memory by %s (needs %s of %s)", Gb(mem.total() - c.gpu_mem).c_str(),
+    e.infeasible = StrPrintf("over memory by %s (needs %s of %s)", Gb(mem.total() - c.gpu_mem).c_str(),
                           Gb(mem.total()).c_str(), Gb(c.gpu_mem).c_str());
   } else if (l.offload && c.cpu_mem > 0 && mem.cpu * c.gpus_per_node > c.cpu_mem) {
-    e.infeasible = Format("offloaded state needs %s of CPU memory per node, has %s",
+    e.infeasible = StrPrintf("offloaded state needs %s of CPU memory per node, has %s",
                           Gb(mem.cpu * c.gpus_per_node).c_str(), Gb(c.cpu_mem).c_str());
   }
 
@@ -381,35 +372,35 @@ std::string RuleFor(const PlanInput& in, const Estimate& e, const Estimate& fast
   const Cluster& c = in.cluster;
   std::string s;
   if (l.offload) {
-    s = Format("the model states do not fit in %d GPU(s) of %s even sharded, so the optimizer state goes "
+    s = StrPrintf("the model states do not fit in %d GPU(s) of %s even sharded, so the optimizer state goes "
                "to CPU memory (ZeRO-Offload)",
                c.gpus, Gb(c.gpu_mem).c_str());
   } else if (l.tp == 1 && l.pp == 1 && Evaluate(in, Layout{l.dp, 1, 1, 0, l.recompute, false}).infeasible.empty()) {
     s = "the model fits one GPU, so data parallelism runs it: only gradients are exchanged";
-    if (l.zero > 0) s += Format(" (ZeRO-%d over DP: no more traffic than DDP, less memory)", l.zero);
+    if (l.zero > 0) s += StrPrintf(" (ZeRO-%d over DP: no more traffic than DDP, less memory)", l.zero);
     else s += " (DDP)";
   } else if (l.tp == 1 && l.pp == 1) {
-    s = Format("the model states fit once ZeRO-%d shards them over DP=%d, so no tensor or pipeline "
+    s = StrPrintf("the model states fit once ZeRO-%d shards them over DP=%d, so no tensor or pipeline "
                "parallelism is needed",
                l.zero, l.dp);
-    if (l.zero == 3 && c.nodes() > 1) s += Format("; the %s network carries ZeRO-3's parameter traffic", c.net_label.c_str());
+    if (l.zero == 3 && c.nodes() > 1) s += StrPrintf("; the %s network carries ZeRO-3's parameter traffic", c.net_label.c_str());
   } else if (!c.nvlink) {
-    s = l.tp == 1 ? Format("without NVLink between GPUs, pipeline parallelism (PP=%d) replaces tensor parallelism",
+    s = l.tp == 1 ? StrPrintf("without NVLink between GPUs, pipeline parallelism (PP=%d) replaces tensor parallelism",
                            l.pp)
-                  : Format("without NVLink, TP=%d over %s is still faster than pipeline stages alone by more "
+                  : StrPrintf("without NVLink, TP=%d over %s is still faster than pipeline stages alone by more "
                            "than the margin, with PP=%d",
                            l.tp, c.intra_label.c_str(), l.pp);
-    if (l.dp > 1) s += Format(", then DP=%d", l.dp);
+    if (l.dp > 1) s += StrPrintf(", then DP=%d", l.dp);
   } else {
-    s = Format("a model too large for data parallelism alone takes TP=%d inside the NVLink node first", l.tp);
-    if (l.pp > 1) s += Format(", then PP=%d across %s", l.pp, c.nodes() > 1 ? "nodes" : "GPUs");
-    if (l.dp > 1) s += Format(", then DP=%d", l.dp);
+    s = StrPrintf("a model too large for data parallelism alone takes TP=%d inside the NVLink node first", l.tp);
+    if (l.pp > 1) s += StrPrintf(", then PP=%d across %s", l.pp, c.nodes() > 1 ? "nodes" : "GPUs");
+    if (l.dp > 1) s += StrPrintf(", then DP=%d", l.dp);
     if (l.dp > 1 && l.zero == 1) s += " with ZeRO-1, so that only gradients and one parameter gather cross the data-parallel links";
   }
   if (&e == &fastest || e.layout == fastest.layout) {
-    s += Format(" (the fastest estimated step, %.3g s)", e.step_s);
+    s += StrPrintf(" (the fastest estimated step, %.3g s)", e.step_s);
   } else {
-    s += Format(" (%.3g s a step, within %.0f%% of the fastest, %s at %.3g s, and preferred by that rule)",
+    s += StrPrintf(" (%.3g s a step, within %.0f%% of the fastest, %s at %.3g s, and preferred by that rule)",
                 e.step_s, kTieMargin * 100, Describe(fastest.layout).c_str(), fastest.step_s);
   }
   return s;
@@ -510,14 +501,14 @@ std::string TrainerProblem(const TrainerModel& t, const Layout& l) {
     return "loom-train runs ZeRO 0 or 1, without recomputation or offload";
   }
   if (t.micro_batches < 1 || t.batch % (l.dp * t.micro_batches) != 0) {
-    return Format("loom-train: --batch %d is not a multiple of DP x micro-batches = %d", t.batch,
+    return StrPrintf("loom-train: --batch %d is not a multiple of DP x micro-batches = %d", t.batch,
                   l.dp * t.micro_batches);
   }
   if (t.heads % l.tp != 0 || t.vocab % l.tp != 0 || t.channels % t.heads != 0) {
-    return Format("loom-train: TP=%d must divide the %d heads and the vocabulary %d, the heads the "
+    return StrPrintf("loom-train: TP=%d must divide the %d heads and the vocabulary %d, the heads the "
                   "channels", l.tp, t.heads, t.vocab);
   }
-  if (t.layers < l.pp) return Format("loom-train: PP=%d is deeper than the %d layers", l.pp, t.layers);
+  if (t.layers < l.pp) return StrPrintf("loom-train: PP=%d is deeper than the %d layers", l.pp, t.layers);
   return "";
 }
 

@@ -3,21 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
+
+#include "base/strings.h"
 
 namespace loom::tools::plan {
 namespace {
-
-std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Format(const char* fmt, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return buf;
-}
 
 double G(double bytes) {
   return bytes / kGB;
@@ -44,9 +35,9 @@ std::string TrainingLine(const PlanInput& in) {
   const StateBytes b = BytesPerParam(t);
   std::string precision = t.dtype == Dtype::kFp32
                               ? std::string("fp32")
-                              : Format("%s mixed precision (fp32 master weights%s)", DtypeName(t.dtype),
+                              : StrPrintf("%s mixed precision (fp32 master weights%s)", DtypeName(t.dtype),
                                        t.fp32_grads ? ", fp32 gradient copy" : "");
-  return Format("training: global batch %lld x %d tokens, micro-batch %d, %s, %s: %.0f bytes of model "
+  return StrPrintf("training: global batch %lld x %d tokens, micro-batch %d, %s, %s: %.0f bytes of model "
                 "state per parameter (%.0f + %.0f + %.0f)",
                 static_cast<long long>(t.global_batch), in.model.seq, t.micro_batch, precision.c_str(),
                 t.optimizer == Optimizer::kAdam ? "Adam" : "SGD with momentum", b.params + b.grads + b.optimizer,
@@ -55,7 +46,7 @@ std::string TrainingLine(const PlanInput& in) {
 
 std::string ClusterLine(const PlanOptions& o) {
   const Cluster& c = o.input.cluster;
-  return Format("cluster: %d GPUs = %d node%s x %d, %.0f GB each; intra %s; network %s (%.3g GB/s per node, "
+  return StrPrintf("cluster: %d GPUs = %d node%s x %d, %.0f GB each; intra %s; network %s (%.3g GB/s per node, "
                 "%s); compute %.0f TFLOPs per GPU%s",
                 c.gpus, c.nodes(), c.nodes() == 1 ? "" : "s", c.gpus_per_node, G(c.gpu_mem), c.intra_label.c_str(),
                 c.net_label.c_str(), c.links.inter.bandwidth_gbs,
@@ -66,7 +57,7 @@ std::string ClusterLine(const PlanOptions& o) {
 std::string Row(int rank, const Estimate& e, bool mark) {
   const Layout& l = e.layout;
   const Memory& m = e.mem;
-  return Format("%s%3d %4d %3d %3d %4d %4s %4s | %6.1f %6.1f %6.1f %6.1f %5.1f %6.1f | %8.1f %8.1f | %8.3g %8.3g %5.1f%% %8.3g\n",
+  return StrPrintf("%s%3d %4d %3d %3d %4d %4s %4s | %6.1f %6.1f %6.1f %6.1f %5.1f %6.1f | %8.1f %8.1f | %8.3g %8.3g %5.1f%% %8.3g\n",
                 mark ? ">" : " ", rank, l.dp, l.tp, l.pp, l.zero, l.recompute ? "on" : "off",
                 l.offload ? "cpu" : "-", G(m.params), G(m.grads), G(m.optimizer), G(m.activations),
                 G(m.buffers + m.reserve), G(m.total()), G(e.intra_bytes), G(e.inter_bytes), e.comm_s,
@@ -79,11 +70,11 @@ const char kHeader[] =
 std::string CommLines(const Estimate& e) {
   std::string s;
   for (const CommItem& c : e.comm) {
-    s += Format("    %-18s %-13s %4d ranks %-5s %8.0f calls x %9.3g MB  %-12s %9.1f GB %9.3g s\n", c.what.c_str(),
+    s += StrPrintf("    %-18s %-13s %4d ranks %-5s %8.0f calls x %9.3g MB  %-12s %9.1f GB %9.3g s\n", c.what.c_str(),
                 c.collective.c_str(), c.group, LinkClassName(c.link), c.calls, c.call_bytes / 1e6, c.algo.c_str(),
                 G(c.bytes), c.seconds);
   }
-  if (e.offload_s > 0) s += Format("    %-18s %-13s over PCIe %59.3g s\n", "offload", "copy", e.offload_s);
+  if (e.offload_s > 0) s += StrPrintf("    %-18s %-13s over PCIe %59.3g s\n", "offload", "copy", e.offload_s);
   if (s.empty()) s = "    none: one GPU\n";
   return s;
 }
@@ -160,17 +151,17 @@ std::string RenderPlanText(const PlanOptions& o, const Plan& plan) {
   const PlanInput& in = o.input;
   const ModelShape& m = in.model;
   std::string s;
-  const std::string count = m.params >= 1e8 ? Format("%.4g B", m.params / 1e9) : Format("%.0f", m.params);
-  s += Format("model: %s parameters; %d layers, hidden %d, %d heads, vocabulary %d, sequence %d (%s)\n",
+  const std::string count = m.params >= 1e8 ? StrPrintf("%.4g B", m.params / 1e9) : StrPrintf("%.0f", m.params);
+  s += StrPrintf("model: %s parameters; %d layers, hidden %d, %d heads, vocabulary %d, sequence %d (%s)\n",
               count.c_str(), m.layers, m.hidden, m.heads, m.vocab, m.seq, m.source.c_str());
   s += TrainingLine(in) + "\n" + ClusterLine(o) + "\n";
   for (const MeasuredRate& r : o.rates) {
-    s += Format("rates: %s link %.3g GB/s = %.3g Gb/s, %s\n", LinkClassName(r.link), r.gbs, r.gbs * 8, r.what.c_str());
+    s += StrPrintf("rates: %s link %.3g GB/s = %.3g Gb/s, %s\n", LinkClassName(r.link), r.gbs, r.gbs * 8, r.what.c_str());
   }
   s += "\n";
 
   const size_t shown = o.all ? plan.feasible.size() : std::min(plan.feasible.size(), static_cast<size_t>(o.top));
-  s += Format("feasible layouts: %zu, fastest first (memory per GPU in GB, communication per GPU per step)\n",
+  s += StrPrintf("feasible layouts: %zu, fastest first (memory per GPU in GB, communication per GPU per step)\n",
               plan.feasible.size());
   if (!plan.feasible.empty()) s += kHeader;
   for (size_t i = 0; i < shown; ++i) {
@@ -179,18 +170,18 @@ std::string RenderPlanText(const PlanOptions& o, const Plan& plan) {
   if (plan.recommended >= static_cast<int>(shown)) {
     s += "  ...\n" + Row(plan.recommended + 1, plan.feasible[static_cast<size_t>(plan.recommended)], true);
   }
-  if (shown < plan.feasible.size()) s += Format("  ... %zu more (--all shows them)\n", plan.feasible.size() - shown);
+  if (shown < plan.feasible.size()) s += StrPrintf("  ... %zu more (--all shows them)\n", plan.feasible.size() - shown);
 
   s += "\n";
   if (plan.recommended >= 0) {
     const Estimate& r = plan.feasible[static_cast<size_t>(plan.recommended)];
     s += "recommended: " + Describe(r.layout) + "\n";
     s += "  rule: " + plan.rule + "\n";
-    s += Format("  memory per GPU: %.1f GB params + %.1f grads + %.1f optimizer + %.1f activations + %.1f "
+    s += StrPrintf("  memory per GPU: %.1f GB params + %.1f grads + %.1f optimizer + %.1f activations + %.1f "
                 "buffers + %.1f CUDA reserve = %.1f GB of %.0f\n",
                 G(r.mem.params), G(r.mem.grads), G(r.mem.optimizer), G(r.mem.activations), G(r.mem.buffers),
                 G(r.mem.reserve), G(r.mem.total()), G(in.cluster.gpu_mem));
-    s += Format("  step: %.3g s compute x %.3g for a %.1f%% bubble (%lld micro-batches) + %.3g s communication = "
+    s += StrPrintf("  step: %.3g s compute x %.3g for a %.1f%% bubble (%lld micro-batches) + %.3g s communication = "
                 "%.3g s; %.0f tokens/s per GPU\n",
                 r.compute_s, 1 / (1 - r.bubble), 100 * r.bubble, static_cast<long long>(r.micro_batches), r.comm_s,
                 r.step_s, r.tokens_per_gpu_s);
@@ -203,15 +194,15 @@ std::string RenderPlanText(const PlanOptions& o, const Plan& plan) {
   if (o.layout_given) return s;
   const double net = in.cluster.links.inter.bandwidth_gbs * 1e9;
   const Zero3Figure z = Zero3Traffic(m.params, net);
-  s += Format("\nZeRO-3 traffic, 3 x parameters per GPU per step (all-gather forward and backward, "
+  s += StrPrintf("\nZeRO-3 traffic, 3 x parameters per GPU per step (all-gather forward and backward, "
               "reduce-scatter), at %.3g Gb/s:\n",
               net * 8 / 1e9);
-  s += Format("  quoted counting, 1 byte per parameter: %.0f GB = %.0f Gb -> %.3g s\n", G(z.quoted_bytes),
+  s += StrPrintf("  quoted counting, 1 byte per parameter: %.0f GB = %.0f Gb -> %.3g s\n", G(z.quoted_bytes),
               G(z.quoted_bytes) * 8, z.quoted_s);
-  s += Format("  bf16/fp16 parameters, 2 bytes:         %.0f GB -> %.3g s\n", G(z.bf16_bytes), z.bf16_s);
-  s += Format("  fp32 parameters, 4 bytes:              %.0f GB -> %.3g s\n", G(z.fp32_bytes), z.fp32_s);
+  s += StrPrintf("  bf16/fp16 parameters, 2 bytes:         %.0f GB -> %.3g s\n", G(z.bf16_bytes), z.bf16_s);
+  s += StrPrintf("  fp32 parameters, 4 bytes:              %.0f GB -> %.3g s\n", G(z.fp32_bytes), z.fp32_s);
   if (const Estimate* z3 = BestWith(plan, IsZero3Only)) {
-    s += Format("  this plan's ZeRO-3 layout (%s, %lld micro-batches, the node's network shared by %d GPUs): "
+    s += StrPrintf("  this plan's ZeRO-3 layout (%s, %lld micro-batches, the node's network shared by %d GPUs): "
                 "%.0f GB inter-node per GPU, %.3g s communication, %.3g s a step\n",
                 Describe(z3->layout).c_str(), static_cast<long long>(z3->micro_batches), in.cluster.gpus_per_node,
                 G(z3->inter_bytes), z3->comm_s, z3->step_s);
@@ -219,13 +210,13 @@ std::string RenderPlanText(const PlanOptions& o, const Plan& plan) {
     s += "  (no ZeRO-3-only layout is feasible here)\n";
   }
 
-  s += Format("\ninfeasible layouts: %zu\n", plan.infeasible.size());
+  s += StrPrintf("\ninfeasible layouts: %zu\n", plan.infeasible.size());
   const size_t cap = o.all ? plan.infeasible.size() : std::min<size_t>(plan.infeasible.size(), 12);
   for (size_t i = 0; i < cap; ++i) {
     const Estimate& e = plan.infeasible[i];
-    s += Format("  %-40s %s\n", Describe(e.layout).c_str(), e.infeasible.c_str());
+    s += StrPrintf("  %-40s %s\n", Describe(e.layout).c_str(), e.infeasible.c_str());
   }
-  if (cap < plan.infeasible.size()) s += Format("  ... %zu more (--all shows them)\n", plan.infeasible.size() - cap);
+  if (cap < plan.infeasible.size()) s += StrPrintf("  ... %zu more (--all shows them)\n", plan.infeasible.size() - cap);
   return s;
 }
 
@@ -367,11 +358,11 @@ std::vector<std::string> CompareTrainer(const std::vector<TrainerRank>& predicte
                                         const std::vector<TrainerRank>& measured) {
   std::vector<std::string> diff;
   if (predicted.size() != measured.size()) {
-    diff.push_back(Format("%zu ranks predicted, %zu measured", predicted.size(), measured.size()));
+    diff.push_back(StrPrintf("%zu ranks predicted, %zu measured", predicted.size(), measured.size()));
   }
   auto check = [&](int rank, const std::string& what, int64_t p, int64_t m) {
     if (p != m) {
-      diff.push_back(Format("rank %d %s: predicted %lld, measured %lld", rank, what.c_str(),
+      diff.push_back(StrPrintf("rank %d %s: predicted %lld, measured %lld", rank, what.c_str(),
                             static_cast<long long>(p), static_cast<long long>(m)));
     }
   };
@@ -381,7 +372,7 @@ std::vector<std::string> CompareTrainer(const std::vector<TrainerRank>& predicte
       if (r.rank == p.rank) m = &r;
     }
     if (m == nullptr) {
-      diff.push_back(Format("rank %d: not measured", p.rank));
+      diff.push_back(StrPrintf("rank %d: not measured", p.rank));
       continue;
     }
     check(p.rank, "dp rank", p.dp_rank, m->dp_rank);
@@ -390,7 +381,7 @@ std::vector<std::string> CompareTrainer(const std::vector<TrainerRank>& predicte
     for (const GroupTraffic& g : p.groups) {
       const GroupTraffic* mg = FindGroup(*m, g.group);
       if (mg == nullptr) {
-        diff.push_back(Format("rank %d group %s: not measured", p.rank, g.group.c_str()));
+        diff.push_back(StrPrintf("rank %d group %s: not measured", p.rank, g.group.c_str()));
         continue;
       }
       check(p.rank, g.group + " size", g.size, mg->size);
@@ -402,7 +393,7 @@ std::vector<std::string> CompareTrainer(const std::vector<TrainerRank>& predicte
     }
     for (const GroupTraffic& g : m->groups) {
       if (FindGroup(p, g.group) == nullptr) {
-        diff.push_back(Format("rank %d group %s: measured, not predicted", p.rank, g.group.c_str()));
+        diff.push_back(StrPrintf("rank %d group %s: measured, not predicted", p.rank, g.group.c_str()));
       }
     }
     check(p.rank, "parameter bytes", p.params, m->params);
@@ -430,7 +421,7 @@ std::string RenderTrainerText(const std::vector<TrainerRank>& predicted, const s
     }
     for (const GroupTraffic& g : r.groups) {
       const GroupTraffic* mg = m != nullptr ? FindGroup(*m, g.group) : nullptr;
-      s += Format("  %4d %2d %2d %2d  %-5s %4d %6lld %11lld %11lld %11lld %11lld %11lld %11.0f", r.rank, r.dp_rank,
+      s += StrPrintf("  %4d %2d %2d %2d  %-5s %4d %6lld %11lld %11lld %11lld %11lld %11lld %11.0f", r.rank, r.dp_rank,
                   r.tp_rank, r.pp_rank, g.group.c_str(), g.size, static_cast<long long>(g.ops),
                   static_cast<long long>(g.allreduce), static_cast<long long>(g.reducescatter),
                   static_cast<long long>(g.allgather), static_cast<long long>(g.send),
@@ -439,7 +430,7 @@ std::string RenderTrainerText(const std::vector<TrainerRank>& predicted, const s
       if (measured != nullptr) {
         s += "  " + (mg == nullptr ? std::string("missing")
                                    : mg->bytes() == g.bytes() && mg->ops == g.ops ? std::string("=")
-                                                                                   : Format("%lld bytes, %lld ops",
+                                                                                   : StrPrintf("%lld bytes, %lld ops",
                                                                                             static_cast<long long>(mg->bytes()),
                                                                                             static_cast<long long>(mg->ops)));
         if (mg != nullptr) total_measured += mg->bytes();
@@ -447,11 +438,11 @@ std::string RenderTrainerText(const std::vector<TrainerRank>& predicted, const s
       s += "\n";
     }
   }
-  s += Format("  all ranks: %lld bytes per step", static_cast<long long>(total));
-  s += measured != nullptr ? Format(", measured %lld\n", static_cast<long long>(total_measured)) : "\n";
+  s += StrPrintf("  all ranks: %lld bytes per step", static_cast<long long>(total));
+  s += measured != nullptr ? StrPrintf(", measured %lld\n", static_cast<long long>(total_measured)) : "\n";
   s += "model states allocated per rank (bytes): params grads optimizer\n";
   for (const TrainerRank& r : predicted) {
-    s += Format("  rank %d: %lld %lld %lld", r.rank, static_cast<long long>(r.params), static_cast<long long>(r.grads),
+    s += StrPrintf("  rank %d: %lld %lld %lld", r.rank, static_cast<long long>(r.params), static_cast<long long>(r.grads),
                 static_cast<long long>(r.optimizer));
     if (measured != nullptr) {
       const TrainerRank* m = nullptr;
@@ -460,16 +451,16 @@ std::string RenderTrainerText(const std::vector<TrainerRank>& predicted, const s
       }
       if (m == nullptr) s += "  measured: missing";
       else if (m->params == r.params && m->grads == r.grads && m->optimizer == r.optimizer) s += "  measured: =";
-      else s += Format("  measured: %lld %lld %lld", static_cast<long long>(m->params), static_cast<long long>(m->grads),
+      else s += StrPrintf("  measured: %lld %lld %lld", static_cast<long long>(m->params), static_cast<long long>(m->grads),
                        static_cast<long long>(m->optimizer));
     }
     s += "\n";
   }
   if (measured != nullptr) {
     if (differences.empty()) {
-      s += Format("check: EQUAL, %zu ranks: operations, bytes per group and model states\n", predicted.size());
+      s += StrPrintf("check: EQUAL, %zu ranks: operations, bytes per group and model states\n", predicted.size());
     } else {
-      s += Format("check: DIFFERENT, %zu differences\n", differences.size());
+      s += StrPrintf("check: DIFFERENT, %zu differences\n", differences.size());
       for (const std::string& d : differences) s += "  " + d + "\n";
     }
   }
