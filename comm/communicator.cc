@@ -3,6 +3,9 @@
 // dispatcher (dispatch.h) validates and runs each operation.
 #include "comm/communicator_impl.h"
 
+#include <chrono>
+#include <thread>
+
 #include "base/coarse_clock.h"
 #include "base/log.h"
 #include "comm/group.h"
@@ -128,7 +131,7 @@ void Communicator::Impl::RunQueued(Work::State& op) {
   if (s.ok()) s = dispatch_.Execute(op.items());
   if (device_op) device_running_.store(false);
   if (!s.ok()) {
-    Fail(s);  // records the error, then releases the streams
+    s = Fail(s);  // records the error, then releases the streams
   } else if (device_op) {
     device_.Complete(*op.staged);
     if (release_requested_.load()) device_.ReleaseAll();  // deferred by ReleaseStreams
@@ -164,7 +167,7 @@ Status Communicator::Impl::RunBlocking(std::span<const CollArgs> items) {
   }
   Status s = AsyncError();
   if (s.ok()) s = dispatch_.Execute(items);
-  if (!s.ok()) Fail(s);
+  if (!s.ok()) s = Fail(s);
   queue_->Release();
   return s;
 }
@@ -213,23 +216,32 @@ Work Communicator::Impl::SubmitGroup(std::vector<CollArgs> items,
       [&](std::vector<CollArgs> staged_items, std::shared_ptr<StagedOp> op) {
         w = Submit(std::move(staged_items), std::move(op));
       });
-  if (!s.ok()) {
-    Fail(s);
-    return DoneWork(s);
-  }
+  if (!s.ok()) return DoneWork(Fail(s));
   // Refused at once (issued after Finalize): its streams must not wait for it.
   if (w.Test() && !w.Wait().ok()) ReleaseStreams();
   return w;
 }
 
-void Communicator::Impl::Fail(const Status& s) {
+Status Communicator::Impl::Fail(const Status& s) {
+  // A peer that closed its connection or vanished has usually failed itself,
+  // and the store is telling every rank why: wait a moment for that reason,
+  // so that the error names the cause rather than the messenger.
+  constexpr auto kCauseGrace = std::chrono::milliseconds(250);
+  if (s.code() == Code::kRemoteError && store_ != nullptr) {
+    const auto until = std::chrono::steady_clock::now() + kCauseGrace;
+    while (!abort_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
   bool first = false;
+  Status reported;
   {
     std::lock_guard<std::mutex> lock(err_mu_);
     if (async_error_.ok()) {
       async_error_ = s;
       first = true;
     }
+    reported = async_error_;
   }
   abort_.store(true);
   ReleaseStreams();  // no stream waits for an operation that will not run
@@ -239,6 +251,7 @@ void Communicator::Impl::Fail(const Status& s) {
     // Tell the other ranks, unless the error came from them.
     if (store_ && s.code() != Code::kRemoteError) store_->ReportFailure(s.ToString());
   }
+  return reported;
 }
 
 void Communicator::Impl::Abort(const Status& why) {

@@ -74,7 +74,11 @@ class Communicator::Impl {
   struct Setup;  // Create's named steps (setup.cc)
   Deadline OpDeadline() const;
   Deadline OpDeadline(std::chrono::steady_clock::time_point now) const;
-  void Fail(const Status& s);
+  // Records an operation's failure as the communicator's error (the first
+  // one wins), aborts, and tells the other ranks; returns the error the
+  // operation reports: the recorded one, which names the cause where a
+  // peer's own failure explains `s`.
+  Status Fail(const Status& s);
   // Lets the streams waiting on this communicator go on, now or, while an
   // operation on device buffers executes, as soon as it returns.
   void ReleaseStreams();

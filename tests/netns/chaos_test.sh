@@ -19,18 +19,18 @@
 # output there. CHAOS_NAMING=each (default): every survivor must name the
 # fault as above; =any: one error naming the fault itself is enough (the
 # issue's "an error naming the right rank/host": the killed or stopped rank
-# by number, or a rank of the cut host named from another host); =report:
-# the table shows who named it, and naming fails no trial (ctest's mode while
-# the runtime can blame the messenger: a rank that aborted, or the first
-# network hop of a wait across hosts).
+# by number, or a rank of the cut host named from another host); =kills:
+# as each for a killed rank, and only shown in the table for a stopped rank
+# or a cut link (ctest's mode while a wait that crosses hosts is blamed on
+# its first network hop); =report: shown, never judged.
 set -u
 export LC_ALL=C
 LOOM=$1 NETSIM=$2
 export NETSIM_NET=$3 NETSIM_PREFIX=ch$$
 TRIALS=${4:-30} SEED=${5:-$((${EPOCHREALTIME/./} % 100000))}
 readonly TIMEOUT_MS=${CHAOS_TIMEOUT_MS:-5000} NAMING=${CHAOS_NAMING:-each}
-[[ $NAMING == each || $NAMING == any || $NAMING == report ]] ||
-  { echo "CHAOS_NAMING: each, any or report, not '$NAMING'"; exit 2; }
+[[ $NAMING == each || $NAMING == any || $NAMING == kills || $NAMING == report ]] ||
+  { echo "CHAOS_NAMING: each, any, kills or report, not '$NAMING'"; exit 2; }
 readonly MGMT=10.$NETSIM_NET HOSTS=3 RPH=2 NRANKS=6 PORT_BASE=23000
 # The stop victim is judged apart: it cannot exit while stopped.
 readonly BOUND_MS=$((TIMEOUT_MS + 5000))
@@ -269,7 +269,7 @@ trial() {
     fi
   done
   ((pinned > 0)) || unpinned_trials+=" $t"
-  if [ "$NAMING" = each ]; then
+  if [ "$NAMING" = each ] || { [ "$NAMING" = kills ] && [ "$kind" = kill ]; }; then
     for m in "${misses[@]}"; do note named "$m"; done
   elif [ "$NAMING" = any ] && ((pinned == 0)); then
     note named "no error names $target itself"
