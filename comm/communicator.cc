@@ -251,7 +251,9 @@ Status Communicator::Impl::Fail(const Status& s) {
     // Tell the other ranks, unless the error came from them.
     if (store_ && s.code() != Code::kRemoteError) store_->ReportFailure(s.ToString());
   }
-  return reported;
+  // This rank's own diagnosis stays its answer; what it learned from a peer
+  // gives way to the cause recorded first.
+  return s.code() == Code::kRemoteError ? reported : s;
 }
 
 void Communicator::Impl::Abort(const Status& why) {

@@ -76,8 +76,9 @@ class Communicator::Impl {
   Deadline OpDeadline(std::chrono::steady_clock::time_point now) const;
   // Records an operation's failure as the communicator's error (the first
   // one wins), aborts, and tells the other ranks; returns the error the
-  // operation reports: the recorded one, which names the cause where a
-  // peer's own failure explains `s`.
+  // operation reports: `s` itself, unless `s` came from a peer (RemoteError),
+  // then the recorded error, which names the cause where a peer's own
+  // failure explains `s`.
   Status Fail(const Status& s);
   // Lets the streams waiting on this communicator go on, now or, while an
   // operation on device buffers executes, as soon as it returns.

@@ -79,7 +79,7 @@ enum class Rooted { kGather, kScatter };
 // ncclGather and ncclScatter: the buffer of nranks blocks (gather's recvbuff,
 // scatter's sendbuff) is significant on root only.
 loom::Status GatherOrScatter(Rooted which, const char* func, const void* sendbuff, void* recvbuff,
-                             size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                             size_t count, const ncclDataType_t& datatype, int root, ncclComm_t comm,
                              cudaStream_t stream) {
   LOOM_ASSIGN_OR_RETURN(loom::Communicator * c, Operable(comm));
   LOOM_ASSIGN_OR_RETURN(loom::DataType type, ToMovedType(datatype));
