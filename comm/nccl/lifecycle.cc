@@ -12,10 +12,9 @@
 
 using loom::nccl_shim::Api;
 using loom::nccl_shim::CheckRank;
-using loom::nccl_shim::InGroup;
 using loom::nccl_shim::InitRank;
 using loom::nccl_shim::LogCreated;
-using loom::nccl_shim::ParseConfig;
+using loom::nccl_shim::NewChildHandle;
 using loom::nccl_shim::Usable;
 
 namespace {
@@ -114,17 +113,8 @@ loom::Status Shrink(ncclComm_t comm, const int* exclude, int count, ncclComm_t* 
   }
   LOOM_ASSIGN_OR_RETURN(std::vector<int> kept,
                         KeptRanks(exclude, count, parent->rank(), parent->size()));
-  if (InGroup()) {
-    return loom::InvalidUsage(
-        "ncclCommShrink inside a group is not supported: call it outside "
-        "ncclGroupStart/ncclGroupEnd");
-  }
-  auto handle = std::make_unique<ncclComm>();
-  if (config == nullptr) {
-    handle->config = comm->config;
-  } else {
-    LOOM_ASSIGN_OR_RETURN(handle->config, ParseConfig(config));
-  }
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ncclComm> handle,
+                        NewChildHandle("ncclCommShrink", comm, config));
   // NCCL_SHRINK_ABORT ends the parent's pending operations first: a host
   // operation completed when its call returned, and device operations
   // already on streams are left to finish, so there is nothing to end.

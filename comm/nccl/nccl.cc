@@ -201,6 +201,21 @@ bool InGroup() {
   return t_state.group_depth > 0;
 }
 
+loom::Result<std::unique_ptr<ncclComm>> NewChildHandle(const char* func, ncclComm_t parent,
+                                                       const ncclConfig_t* config) {
+  if (InGroup()) {
+    return loom::InvalidUsage(loom::StrPrintf(
+        "%s inside a group is not supported: call it outside ncclGroupStart/ncclGroupEnd", func));
+  }
+  auto handle = std::make_unique<ncclComm>();
+  if (config == nullptr) {
+    handle->config = parent->config;
+  } else {
+    LOOM_ASSIGN_OR_RETURN(handle->config, ParseConfig(config));
+  }
+  return handle;
+}
+
 loom::Status Issue(const char* func, ncclComm* comm, OpCost cost,
                    std::function<loom::Status()> run) {
   if (!InGroup()) return run();
@@ -457,17 +472,8 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
       return loom::InvalidArgument(
           loom::StrPrintf("color %d is negative and not NCCL_SPLIT_NOCOLOR", color));
     }
-    if (t_state.group_depth > 0) {
-      return loom::InvalidUsage(
-          "ncclCommSplit inside a group is not supported: call it outside "
-          "ncclGroupStart/ncclGroupEnd");
-    }
-    auto handle = std::make_unique<ncclComm>();
-    if (config == nullptr) {
-      handle->config = comm->config;
-    } else {
-      LOOM_ASSIGN_OR_RETURN(handle->config, ParseConfig(config));
-    }
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ncclComm> handle,
+                          loom::nccl_shim::NewChildHandle("ncclCommSplit", comm, config));
     LOOM_ASSIGN_OR_RETURN(handle->impl, parent->Split(color, key, handle->config));
     if (handle->impl == nullptr) return loom::Status::Ok();  // NCCL_SPLIT_NOCOLOR
     LogCreated(handle.get());

@@ -105,6 +105,12 @@ loom::Status CheckRank(const char* name, int value, int nranks);
 // NULL gives the defaults.
 loom::Result<loom::CommConfig> ParseConfig(const ncclConfig_t* config);
 
+// The handle of a communicator made from `parent` (split, shrink): refused
+// inside a group, naming `func`; its config is `config`'s, or the parent's
+// when `config` is NULL.
+loom::Result<std::unique_ptr<ncclComm>> NewChildHandle(const char* func, ncclComm_t parent,
+                                                       const ncclConfig_t* config);
+
 // ncclCommInitRank and its variants: checks, then creates *comm now, or
 // inside a group records it for ncclGroupEnd.
 loom::Status InitRank(ncclComm_t* comm, int nranks, const loom::UniqueId& id, int rank,

@@ -48,7 +48,7 @@ struct RankInfo {
 // 7 characters wide.
 std::string FormatTime(double us);
 
-// nccl-tests' -S timestamp, local time: "2025-01-31 12:34:56".
+// nccl-tests' -S timestamp, local time: "YYYY-MM-DD hh:mm:ss".
 std::string FormatTimestamp(std::time_t when);
 
 // "# nThread 1 nGpus 1 minBytes ..." line, the mode notes (-z, -C, -T, and
