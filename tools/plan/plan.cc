@@ -266,6 +266,14 @@ Estimate Evaluate(const PlanInput& in, const Layout& l) {
                           Gb(mem.cpu * c.gpus_per_node).c_str(), Gb(c.cpu_mem).c_str());
   }
 
+  // Compute: 6 FLOPs per parameter per token (8 with the forward again),
+  // spread over every GPU; the pipeline adds its bubble.
+  const double tokens = static_cast<double>(t.global_batch) * m.seq;
+  const double flops = (l.recompute ? 8.0 : 6.0) * m.params * tokens;
+  e.compute_s = flops / (c.gpus * c.tflops * 1e12);
+  const double mbs = static_cast<double>(micro);
+  e.bubble = (l.pp - 1) / (mbs + l.pp - 1);
+
   // Communication per GPU per step. Rank order as Megatron and loom-train:
   // rank = tp + TP * (dp + DP * pp).
   const double tp_stride = 1, dp_stride = l.tp, pp_stride = static_cast<double>(l.tp) * l.dp;
@@ -285,13 +293,28 @@ Estimate Evaluate(const PlanInput& in, const Layout& l) {
     const double params = stage * param_bytes;
     const double f = (dp - 1) / dp;
     const int stride = static_cast<int>(dp_stride);
-    if (l.zero == 0) {
-      e.comm.push_back(Collective(c, "DP gradients", OpKind::kAllReduce, l.dp, stride, 1, grads, 2 * f * grads));
-    } else if (l.zero == 1) {
-      e.comm.push_back(
-          Collective(c, "DP gradients", OpKind::kReduceScatter, l.dp, stride, 1, grads / dp, f * grads));
-      e.comm.push_back(
-          Collective(c, "ZeRO-1 parameters", OpKind::kAllGather, l.dp, stride, 1, params / dp, f * params));
+    // Backward's share of the compute, the window gradient buckets are
+    // reduced in as it produces them; the last bucket waits for its end.
+    const double backward_s = e.compute_s * (l.recompute ? 6.0 / 8 : 4.0 / 6);
+    const double last_bucket = std::min(1.0, kBucketBytes / grads);
+    if (l.zero <= 1) {
+      if (l.zero == 0) {
+        e.comm.push_back(Collective(c, "DP gradients", OpKind::kAllReduce, l.dp, stride, 1, grads,
+                                    2 * f * grads));
+      } else {
+        e.comm.push_back(Collective(c, "DP gradients", OpKind::kReduceScatter, l.dp, stride, 1,
+                                    grads / dp, f * grads));
+      }
+      // DDP and DeepSpeed reduce during the last micro-batch's backward; a
+      // pipeline reduces after its flush (Megatron, DeepSpeed's engine).
+      if (l.pp == 1) {
+        e.hidden_s = std::min(e.comm.back().seconds * (1 - last_bucket),
+                              backward_s / static_cast<double>(micro));
+      }
+      if (l.zero == 1) {
+        e.comm.push_back(Collective(c, "ZeRO-1 parameters", OpKind::kAllGather, l.dp, stride, 1,
+                                    params / dp, f * params));
+      }
     } else {
       // ZeRO-2 and 3 keep only a shard of the gradients: reduced at every
       // micro-batch. ZeRO-3 gathers every layer's parameters for each
@@ -300,12 +323,20 @@ Estimate Evaluate(const PlanInput& in, const Layout& l) {
       const double calls = l.zero == 3 ? layers_here * mb : mb;
       e.comm.push_back(Collective(c, "DP gradients", OpKind::kReduceScatter, l.dp, stride, calls,
                                   grads / dp / (calls / mb), mb * f * grads));
+      const CommItem reduce = e.comm.back();
       if (l.zero == 2) {
+        e.hidden_s = std::min(reduce.seconds * (1 - last_bucket), backward_s);
         e.comm.push_back(
             Collective(c, "ZeRO-2 parameters", OpKind::kAllGather, l.dp, stride, 1, params / dp, f * params));
       } else {
         e.comm.push_back(Collective(c, "ZeRO-3 parameters", OpKind::kAllGather, l.dp, stride, 2 * calls,
                                     params / dp / layers_here, 2 * mb * f * params));
+        // Prefetch runs each layer's gather during the layer before and its
+        // reduce-scatter during the layer after: all of it hides behind the
+        // micro-batch's compute but the first gather and the last reduction.
+        const CommItem& gather = e.comm.back();
+        const double fill = mb * (gather.seconds / gather.calls + reduce.seconds / reduce.calls);
+        e.hidden_s = std::min(gather.seconds + reduce.seconds - fill, e.compute_s);
       }
     }
   }
@@ -336,13 +367,6 @@ Estimate Evaluate(const PlanInput& in, const Layout& l) {
     e.comm_s += item.seconds;
   }
 
-  // Compute: 6 FLOPs per parameter per token (8 with the forward again),
-  // spread over every GPU; the pipeline adds its bubble.
-  const double tokens = static_cast<double>(t.global_batch) * m.seq;
-  const double flops = (l.recompute ? 8.0 : 6.0) * m.params * tokens;
-  e.compute_s = flops / (c.gpus * c.tflops * 1e12);
-  const double mbs = static_cast<double>(micro);
-  e.bubble = (l.pp - 1) / (mbs + l.pp - 1);
   if (l.offload) {
     // Gradients down and parameters up, each in 16 bits (32 in fp32), and
     // the optimizer step on the node's CPUs, shared by its GPUs.
@@ -350,7 +374,7 @@ Estimate Evaluate(const PlanInput& in, const Layout& l) {
     e.offload_s = shard * 2 * half_grads / (c.offload_gbs * 1e9) +
                   shard * c.gpus_per_node / kCpuOptimizerParamsPerS;
   }
-  e.step_s = e.compute_s / (1 - e.bubble) + e.comm_s + e.offload_s;
+  e.step_s = e.compute_s / (1 - e.bubble) + e.comm_s - e.hidden_s + e.offload_s;
   e.tokens_per_gpu_s = tokens / c.gpus / e.step_s;
   return e;
 }

@@ -99,6 +99,7 @@ struct Estimate {
   std::vector<CommItem> comm;
   double intra_bytes = 0, inter_bytes = 0;
   double comm_s = 0, compute_s = 0, offload_s = 0, bubble = 0, step_s = 0;
+  double hidden_s = 0;        // of comm_s: overlapped with compute, not on the step
   int64_t micro_batches = 0;  // per pipeline per step
   double tokens_per_gpu_s = 0;
   std::string infeasible;  // why not, "" when it runs

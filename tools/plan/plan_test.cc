@@ -223,13 +223,12 @@ TEST(PlanRules, InfeasibleLayoutsSayWhy) {
   EXPECT_TRUE(too_deep);
 }
 
-// At a fixed global batch, ZeRO-3 gathers the parameters for every
-// micro-batch while its compute per GPU shrinks with the GPU count; 3D
-// parallelism's traffic per GPU shrinks with it. Each at its best
-// micro-batch. In this model ZeRO-3 is never ahead (it pays either the
-// recomputation or one gather per micro-batch) but 3D's lead grows with the
-// GPU count, to more than 2x at 4096 GPUs.
-TEST(PlanRules, ThreeDPullsAwayFromZero3AsGpusGrow) {
+// At a fixed global batch, ZeRO-3's compute per GPU shrinks with the GPU
+// count while each of its per-layer gathers and reductions spans every GPU
+// (ring latency grows with the ranks): hidden behind compute at tens of
+// GPUs, the step's critical path at thousands. 3D keeps its collectives in
+// groups of a node or a few. Each at its best micro-batch.
+TEST(PlanRules, ThreeDOvertakesZero3AsGpusGrow) {
   auto best = [](int gpus, bool zero3) {
     double best_tokens = 0;
     for (int mb = 1; mb * gpus <= 8192; mb *= 2) {
@@ -250,12 +249,35 @@ TEST(PlanRules, ThreeDPullsAwayFromZero3AsGpusGrow) {
     const double z3 = best(gpus, true), d3 = best(gpus, false);
     ASSERT_GT(d3, 0) << gpus;
     ASSERT_GT(z3, 0) << gpus;
-    ratio.push_back(d3 / z3);
-    std::printf("%5d GPUs: tokens/s per GPU, 3D %.0f, ZeRO-3 %.0f, ratio %.2f\n", gpus, d3, z3, d3 / z3);
+    ratio.push_back(z3 / d3);
+    std::printf("%5d GPUs: tokens/s per GPU, ZeRO-3 %.0f, 3D %.0f, ZeRO-3 / 3D %.2f\n", gpus, z3,
+                d3, z3 / d3);
   }
-  EXPECT_LT(ratio.front(), 1.3);  // close at 64 GPUs
-  EXPECT_GT(ratio.back(), 2.0);   // 3D far ahead at 4096
-  for (size_t i = 1; i < ratio.size(); ++i) EXPECT_GE(ratio[i], ratio[i - 1]);
+  EXPECT_GE(ratio.front(), 1.0);  // ZeRO-3 at least even at 64 GPUs
+  EXPECT_LT(ratio.back(), 1.0);   // 3D ahead at 4096
+}
+
+// ZeRO-3's traffic overlaps its compute but for one layer's gather and
+// reduction per micro-batch; past the compute it is the step. A pipeline's
+// data-parallel reduction waits for the flush.
+TEST(PlanRules, Zero3HidesItsTrafficBehindCompute) {
+  const std::vector<const char*> args = {
+      "--params", "7B", "--gpus", "64", "--global-batch", "8192", "--micro-batch", "2", "--net"};
+  auto with_net = [&](const char* net) {
+    std::vector<const char*> a = args;
+    a.push_back(net);
+    return MustParse(a).input;
+  };
+  const Estimate fast = Evaluate(with_net("ib:8x200gbit"), Layout{64, 1, 1, 3, false, false});
+  ASSERT_EQ(fast.infeasible, "");
+  EXPECT_LT(fast.comm_s, fast.compute_s);
+  EXPECT_GT(fast.hidden_s, 0.9 * fast.comm_s);
+  EXPECT_DOUBLE_EQ(fast.step_s, fast.compute_s + fast.comm_s - fast.hidden_s);
+  const Estimate slow = Evaluate(with_net("10gbit"), Layout{64, 1, 1, 3, false, false});
+  EXPECT_GT(slow.comm_s, slow.compute_s);
+  EXPECT_DOUBLE_EQ(slow.hidden_s, slow.compute_s);
+  EXPECT_DOUBLE_EQ(slow.step_s, slow.comm_s);
+  EXPECT_EQ(Evaluate(with_net("ib:8x200gbit"), Layout{16, 2, 2, 1, false, false}).hidden_s, 0);
 }
 
 // --- Command line ----------------------------------------------------------

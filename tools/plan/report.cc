@@ -129,6 +129,7 @@ json::Value EstimateJson(const Estimate& e) {
   o.emplace_back("inter_gb", Round3(G(e.inter_bytes)));
   o.emplace_back("micro_batches", static_cast<int64_t>(e.micro_batches));
   o.emplace_back("comm_s", Round3(e.comm_s));
+  o.emplace_back("hidden_s", Round3(e.hidden_s));
   o.emplace_back("compute_s", Round3(e.compute_s));
   o.emplace_back("offload_s", Round3(e.offload_s));
   o.emplace_back("bubble", Round3(e.bubble));
@@ -181,10 +182,14 @@ std::string RenderPlanText(const PlanOptions& o, const Plan& plan) {
                 "buffers + %.1f CUDA reserve = %.1f GB of %.0f\n",
                 G(r.mem.params), G(r.mem.grads), G(r.mem.optimizer), G(r.mem.activations), G(r.mem.buffers),
                 G(r.mem.reserve), G(r.mem.total()), G(in.cluster.gpu_mem));
-    s += StrPrintf("  step: %.3g s compute x %.3g for a %.1f%% bubble (%lld micro-batches) + %.3g s communication = "
-                "%.3g s; %.0f tokens/s per GPU\n",
-                r.compute_s, 1 / (1 - r.bubble), 100 * r.bubble, static_cast<long long>(r.micro_batches), r.comm_s,
-                r.step_s, r.tokens_per_gpu_s);
+    const std::string hidden = r.hidden_s > 0
+                                   ? StrPrintf(" - %.3g s of it hidden behind compute", r.hidden_s)
+                                   : std::string();
+    s += StrPrintf(
+        "  step: %.3g s compute x %.3g for a %.1f%% bubble (%lld micro-batches) + %.3g s "
+        "communication%s = %.3g s; %.0f tokens/s per GPU\n",
+        r.compute_s, 1 / (1 - r.bubble), 100 * r.bubble, static_cast<long long>(r.micro_batches),
+        r.comm_s, hidden.c_str(), r.step_s, r.tokens_per_gpu_s);
     s += "  communication per GPU per step (algorithm: loom's cost model):\n" + CommLines(r);
   } else {
     s += "recommended: none\n  rule: " + plan.rule + "\n";
@@ -202,10 +207,12 @@ std::string RenderPlanText(const PlanOptions& o, const Plan& plan) {
   s += StrPrintf("  bf16/fp16 parameters, 2 bytes:         %.0f GB -> %.3g s\n", G(z.bf16_bytes), z.bf16_s);
   s += StrPrintf("  fp32 parameters, 4 bytes:              %.0f GB -> %.3g s\n", G(z.fp32_bytes), z.fp32_s);
   if (const Estimate* z3 = BestWith(plan, IsZero3Only)) {
-    s += StrPrintf("  this plan's ZeRO-3 layout (%s, %lld micro-batches, the node's network shared by %d GPUs): "
-                "%.0f GB inter-node per GPU, %.3g s communication, %.3g s a step\n",
-                Describe(z3->layout).c_str(), static_cast<long long>(z3->micro_batches), in.cluster.gpus_per_node,
-                G(z3->inter_bytes), z3->comm_s, z3->step_s);
+    s += StrPrintf(
+        "  this plan's ZeRO-3 layout (%s, %lld micro-batches, the node's network shared by %d "
+        "GPUs): %.0f GB inter-node per GPU, %.3g s communication (%.3g s hidden behind "
+        "compute), %.3g s a step\n",
+        Describe(z3->layout).c_str(), static_cast<long long>(z3->micro_batches),
+        in.cluster.gpus_per_node, G(z3->inter_bytes), z3->comm_s, z3->hidden_s, z3->step_s);
   } else {
     s += "  (no ZeRO-3-only layout is feasible here)\n";
   }
