@@ -1,5 +1,7 @@
 #include "comm/op_queue.h"
 
+#include <sched.h>
+
 #include <algorithm>
 
 #include "base/recycling_allocator.h"
@@ -115,17 +117,36 @@ void OpQueue::NotifyAndUnlock(std::unique_lock<std::mutex>& lock) {
 }
 
 void OpQueue::WorkerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     // No polling here: a waiting caller runs queued ops itself (HelpUntil),
     // and a spinning worker would take the core that caller needs.
-    std::unique_lock<std::mutex> lock(mu_);
     while (!(stopping_ && queue_.empty()) && (queue_.empty() || executing_.load())) {
       worker_asleep_ = true;
       worker_cv_.wait(lock);
       worker_asleep_ = false;
     }
     if (queue_.empty()) return;
+    if (!IssuerDone(lock)) continue;
     RunFront(lock, kWorkerBatch);  // false: a claimant took the claim first, and wakes us
+  }
+}
+
+bool OpQueue::IssuerDone(std::unique_lock<std::mutex>& lock) {
+  const auto since = std::chrono::steady_clock::now();
+  for (;;) {
+    // Stop and Drain wait for the worker; a large op's hand-off is cheap
+    // beside the op, and starting it late is not.
+    if (stopping_ || drain_waiters_.load() > 0 || !queue_.front()->quick()) return true;
+    const uint64_t seen = issued_;
+    lock.unlock();
+    // On the issuer's core this lets the issuer go on for its time slice.
+    sched_yield();
+    lock.lock();
+    if (queue_.empty() || executing_.load()) return false;  // a waiter runs them
+    if (issued_ == seen || std::chrono::steady_clock::now() - since >= kIssuerPatience) {
+      return true;
+    }
   }
 }
 

@@ -48,6 +48,12 @@ struct Work::State {
   CollArgs one;
   std::vector<CollArgs> many;
   std::shared_ptr<StagedOp> staged;
+  // A single host op of at most kQuickBytes: its hand-off to another
+  // thread costs as much as the op.
+  static constexpr size_t kQuickBytes = size_t{64} << 10;
+  bool quick() const {
+    return many.empty() && staged == nullptr && one.count * SizeOf(one.type) <= kQuickBytes;
+  }
   std::span<const CollArgs> items() const {
     return many.empty() ? std::span<const CollArgs>(&one, 1) : std::span<const CollArgs>(many);
   }
@@ -131,8 +137,17 @@ class OpQueue {
  private:
   static constexpr size_t kWorkerBatch = 32;  // ops the worker takes per visit to the queue
   static constexpr size_t kQueueSlots = 256;  // ops queued before the queue grows
+  static constexpr std::chrono::microseconds kIssuerPatience{500};
 
   void WorkerLoop();
+  // The worker's wait for the thread that queues ops to stop (mu_ held by
+  // `lock`): true when the worker should run the front ops now; false when
+  // another thread claimed them. A thread that queues small ops without
+  // waiting usually waits for them next and then runs them itself
+  // (HelpUntil); a worker running them meanwhile shares that thread's core
+  // and lock, and the switching costs several times the ops themselves. So
+  // the worker yields while ops keep coming, for kIssuerPatience at most.
+  bool IssuerDone(std::unique_lock<std::mutex>& lock);
   // Runs up to `max_ops` ops from the front on the calling thread once it
   // has the claim; false when another thread holds it.
   bool RunFront(std::unique_lock<std::mutex>& lock, size_t max_ops);

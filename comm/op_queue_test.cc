@@ -100,6 +100,21 @@ TEST(OpQueue, DrainWaitsForQueuedAndRunningOps) {
   EXPECT_EQ(rec.order, (std::vector<size_t>{1, 2}));
 }
 
+// The worker defers to a thread that keeps queueing small ops (it will
+// likely wait and run them itself), but an op whose issuer went on to do
+// something else still runs.
+TEST(OpQueue, TheWorkerRunsWhatAnIssuerLeavesWithoutWaiting) {
+  Recorder rec;
+  OpQueue q(rec.Fn(), 0ms);
+  q.Start();
+  const Work w = Issue(q, 1);  // quick: 4 bytes
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (!w.Test() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(w.Test());  // Test() never runs ops itself
+  ASSERT_EQ(rec.threads.size(), 1u);
+  EXPECT_NE(rec.threads[0], std::this_thread::get_id());
+}
+
 TEST(OpQueue, ClosedRefusesAndDestructionFailsWhatNeverRan) {
   Recorder rec;
   Work never;
