@@ -17,10 +17,11 @@ if(LOOM_SANITIZE)
     add_compile_options(-Wno-tsan)
   endif()
   if(LOOM_SANITIZE MATCHES "thread")
-    # UCX's memory hooks (libucm, installed when libucs loads, UCX requested
-    # or not) patch libc's madvise, which glibc calls on an exiting thread
-    # after TSan has torn that thread down: every test would crash at exit.
-    # ctest sets this in its own environment, so every test inherits it.
+    # UCX's memory hooks (libucm, installed when a selected UCX transport
+    # loads libucp) patch libc's madvise, which glibc calls on an exiting
+    # thread after TSan has torn that thread down: a test that loaded UCX
+    # would crash at exit. ctest sets this in its own environment, so every
+    # test that may select UCX inherits it.
     file(WRITE ${CMAKE_BINARY_DIR}/loom_tsan_env.cmake "set(ENV{UCX_MEM_EVENTS} no)\n")
     set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY TEST_INCLUDE_FILES
                  ${CMAKE_BINARY_DIR}/loom_tsan_env.cmake)

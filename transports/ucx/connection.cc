@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "transports/ucx/ucx_api.h"
 
 namespace loom {
 
@@ -40,14 +41,14 @@ bool IsPeerFailure(ucs_status_t s) {
 
 }  // namespace
 
-UcxWorker::UcxWorker(ucp_context_h context, ucp_worker_h worker, int event_fd)
-    : context_(context), worker_(worker), event_fd_(event_fd) {
+UcxWorker::UcxWorker(const UcxApi& api, ucp_context_h context, ucp_worker_h worker, int event_fd)
+    : api_(api), context_(context), worker_(worker), event_fd_(event_fd) {
   ready_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }
 
 UcxWorker::~UcxWorker() {
-  ucp_worker_destroy(worker_);
-  ucp_cleanup(context_);
+  api_.worker_destroy(worker_);
+  api_.cleanup(context_);
   if (ready_fd_ >= 0) close(ready_fd_);
 }
 
@@ -60,12 +61,12 @@ bool UcxWorker::Progress() {
   // Bounded: a worker that always has something to do must not starve the
   // engine's abort and deadline checks.
   bool any = false;
-  for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) any = true;
+  for (int i = 0; i < 64 && api_.worker_progress(worker_) != 0; ++i) any = true;
   return any;
 }
 
 void UcxWorker::AppendPollFd(std::vector<pollfd>* fds, bool ready) {
-  if (!ready && !ready_ && ucp_worker_arm(worker_) == UCS_OK) {
+  if (!ready && !ready_ && api_.worker_arm(worker_) == UCS_OK) {
     fds->push_back(pollfd{event_fd_, POLLIN, 0});
     return;
   }
@@ -94,7 +95,7 @@ Result<std::unique_ptr<UcxConnection>> UcxConnection::Create(std::shared_ptr<Ucx
   ucs_status_t s = UCS_ERR_UNREACHABLE;
   if (prefer_peer_mode) {
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    s = ucp_ep_create(c->worker_->get(), &ep, &c->ep_);
+    s = c->ucx().ep_create(c->worker_->get(), &ep, &c->ep_);
     c->detection_ = FailureDetection::kPeer;
   }
   if (s == UCS_ERR_UNREACHABLE) {
@@ -107,13 +108,13 @@ Result<std::unique_ptr<UcxConnection>> UcxConnection::Create(std::shared_ptr<Ucx
                 c->Describe().c_str());
     }
     ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-    s = ucp_ep_create(c->worker_->get(), &ep, &c->ep_);
+    s = c->ucx().ep_create(c->worker_->get(), &ep, &c->ep_);
     c->detection_ = FailureDetection::kPid;
   }
   if (s != UCS_OK) {
     c->ep_ = nullptr;
     const char* tls = getenv("UCX_TLS");
-    return SystemError("UCX cannot reach " + c->Describe() + ": " + ucs_status_string(s) +
+    return SystemError("UCX cannot reach " + c->Describe() + ": " + c->ucx().status_string(s) +
                        " (UCX_TLS=" + (tls != nullptr ? tls : "(unset)") +
                        "; both ends need a transport in common, e.g. UCX_TLS=tcp)");
   }
@@ -133,7 +134,7 @@ void UcxConnection::Shutdown() {
   ucp_worker_h w = worker_->get();
   for (auto* q : {&recv_pieces_, &hello_}) {
     for (auto& pc : *q) {
-      if (pc->recv && !pc->finished && pc->request != nullptr) ucp_request_cancel(w, pc->request);
+      if (pc->recv && !pc->finished && pc->request != nullptr) ucx().request_cancel(w, pc->request);
     }
   }
   const auto give_up = std::chrono::steady_clock::now() + kShutdownBudget;
@@ -143,13 +144,13 @@ void UcxConnection::Shutdown() {
     // (bounded; a dead peer fails it at once in PEER mode) so that the last
     // bytes of the last collective reach a peer that is still receiving.
     ucp_request_param_t fp{};
-    ucs_status_ptr_t f = ucp_ep_flush_nbx(ep_, &fp);
+    ucs_status_ptr_t f = ucx().ep_flush_nbx(ep_, &fp);
     if (f != nullptr && !UCS_PTR_IS_ERR(f)) {
-      while (ucp_request_check_status(f) == UCS_INPROGRESS &&
+      while (ucx().request_check_status(f) == UCS_INPROGRESS &&
              std::chrono::steady_clock::now() < give_up) {
         if (!worker_->Progress()) std::this_thread::yield();
       }
-      ucp_request_free(f);  // released by UCX when it completes, if it has not
+      ucx().request_free(f);  // released by UCX when it completes, if it has not
     }
   }
   void* close_req = nullptr;
@@ -157,12 +158,13 @@ void UcxConnection::Shutdown() {
     ucp_request_param_t prm{};
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     prm.flags = detection_ == FailureDetection::kPeer ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    ucs_status_ptr_t r = ucp_ep_close_nbx(ep_, &prm);
+    ucs_status_ptr_t r = ucx().ep_close_nbx(ep_, &prm);
     if (r != nullptr && !UCS_PTR_IS_ERR(r)) close_req = r;
     ep_ = nullptr;
   }
   auto outstanding = [&] {
-    if (close_req != nullptr && ucp_request_check_status(close_req) == UCS_INPROGRESS) return true;
+    if (close_req != nullptr && ucx().request_check_status(close_req) == UCS_INPROGRESS)
+      return true;
     for (auto* q : {&send_pieces_, &recv_pieces_, &hello_}) {
       for (auto& pc : *q) {
         if (!pc->finished) return true;
@@ -173,12 +175,12 @@ void UcxConnection::Shutdown() {
   while (outstanding() && std::chrono::steady_clock::now() < give_up) {
     if (!worker_->Progress()) std::this_thread::yield();
   }
-  if (close_req != nullptr) ucp_request_free(close_req);
+  if (close_req != nullptr) ucx().request_free(close_req);
   bool leaked = false;
   for (auto* q : {&send_pieces_, &recv_pieces_, &hello_}) {
     for (auto& pc : *q) {
       if (pc->finished) {
-        if (pc->request != nullptr) ucp_request_free(pc->request);
+        if (pc->request != nullptr) ucx().request_free(pc->request);
       } else {
         // Its callback may still run and write into the piece and its bounce
         // buffer; it must no longer reach this connection.
@@ -211,7 +213,7 @@ std::string UcxConnection::Describe() const {
 Status UcxConnection::PeerError(const char* what, ucs_status_t status) const {
   if (IsPeerFailure(status)) {
     return RemoteError(Describe() + " failed during " + what +
-                       " (UCX: " + ucs_status_string(status) +
+                       " (UCX: " + ucx().status_string(status) +
                        "): that rank exited, crashed or aborted, or the network to it failed");
   }
   if (status == UCS_ERR_MESSAGE_TRUNCATED) {
@@ -219,7 +221,7 @@ Status UcxConnection::PeerError(const char* what, ucs_status_t status) const {
                          " is longer than expected: the message streams are out of step");
   }
   return SystemError(std::string("UCX ") + what + " with " + Describe() + ": " +
-                     ucs_status_string(status));
+                     ucx().status_string(status));
 }
 
 void UcxConnection::EndpointFailed(void* arg, ucp_ep_h ep, ucs_status_t status) {
@@ -255,7 +257,7 @@ Status UcxConnection::StartSend(std::unique_ptr<Piece> piece, const void* buffer
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   prm.cb.send = &UcxConnection::SendDone;
   prm.user_data = raw;
-  ucs_status_ptr_t r = ucp_tag_send_nbx(ep_, buffer, bytes, tag, &prm);
+  ucs_status_ptr_t r = ucx().tag_send_nbx(ep_, buffer, bytes, tag, &prm);
   if (UCS_PTR_IS_ERR(r)) return PeerError("send", UCS_PTR_STATUS(r));
   if (r == nullptr) {
     raw->finished = true;  // completed in place; no callback comes
@@ -279,7 +281,7 @@ Status UcxConnection::StartRecv(std::unique_ptr<Piece> piece, void* buffer, size
       UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   prm.cb.recv = &UcxConnection::RecvDone;
   prm.user_data = raw;
-  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_->get(), buffer, bytes, tag, ~ucp_tag_t{0}, &prm);
+  ucs_status_ptr_t r = ucx().tag_recv_nbx(worker_->get(), buffer, bytes, tag, ~ucp_tag_t{0}, &prm);
   if (UCS_PTR_IS_ERR(r)) return PeerError("receive", UCS_PTR_STATUS(r));
   if (r == nullptr) {
     return InternalError("UCX completed a receive from " + Describe() +
@@ -318,7 +320,7 @@ Result<bool> UcxConnection::HelloDone() {
     }
   }
   for (auto& pc : hello_) {
-    if (pc->request != nullptr) ucp_request_free(pc->request);
+    if (pc->request != nullptr) ucx().request_free(pc->request);
   }
   hello_.clear();
   return true;
@@ -417,7 +419,7 @@ Result<bool> UcxConnection::SettleSends() {
   while (!send_pieces_.empty() && send_pieces_.front()->finished) {
     std::unique_ptr<Piece> pc = std::move(send_pieces_.front());
     send_pieces_.pop_front();
-    if (pc->request != nullptr) ucp_request_free(pc->request);
+    if (pc->request != nullptr) ucx().request_free(pc->request);
     if (pc->status != UCS_OK) return PeerError("send", pc->status);
     if (pc->header) {
       pc->t->header_done = true;
@@ -439,7 +441,7 @@ Result<bool> UcxConnection::SettleRecvs() {
     Piece& pc = *recv_pieces_.front();
     Transfer* t = pc.t;
     if (pc.request != nullptr) {
-      ucp_request_free(pc.request);
+      ucx().request_free(pc.request);
       pc.request = nullptr;
     }
     if (pc.status != UCS_OK) {

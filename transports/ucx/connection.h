@@ -17,19 +17,24 @@
 
 namespace loom {
 
+struct UcxApi;  // transports/ucx/ucx_api.h
+
 // RAII owner of a UCP context and one worker with wakeup support. Shared
 // (shared_ptr) by the UcxContext and its connections, so the last user
 // destroys it. Thread-compatible, like the worker (UCS_THREAD_MODE_SERIALIZED).
 class UcxWorker {
  public:
-  // Takes ownership of `context` and `worker`; `event_fd` is the worker's
-  // (ucp_worker_get_efd), owned by UCX.
-  UcxWorker(ucp_context_h context, ucp_worker_h worker, int event_fd);
+  // Takes ownership of `context` and `worker`, both made through `api`
+  // (loaded for the process, so it outlives this); `event_fd` is the
+  // worker's (ucp_worker_get_efd), owned by UCX.
+  UcxWorker(const UcxApi& api, ucp_context_h context, ucp_worker_h worker, int event_fd);
   ~UcxWorker();
   UcxWorker(const UcxWorker&) = delete;
   UcxWorker& operator=(const UcxWorker&) = delete;
 
   ucp_worker_h get() const { return worker_; }
+  // The UCX functions, for the connections on this worker.
+  const UcxApi& api() const { return api_; }
   // Progresses until UCX reports nothing more to do (bounded); true if any
   // callback may have run. Never blocks.
   bool Progress();
@@ -41,6 +46,7 @@ class UcxWorker {
   void AppendPollFd(std::vector<pollfd>* fds, bool ready);
 
  private:
+  const UcxApi& api_;
   ucp_context_h context_;
   ucp_worker_h worker_;
   int event_fd_;
@@ -134,6 +140,7 @@ class UcxConnection final : public Connection {
   };
 
   UcxConnection(std::shared_ptr<UcxWorker> worker, Peer peer);
+  const UcxApi& ucx() const { return worker_->api(); }
 
   static void SendDone(void* request, ucs_status_t status, void* user_data);
   static void RecvDone(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,

@@ -2,9 +2,7 @@
 // the worker, address exchange and one endpoint per peer.
 #include "transports/ucx/context.h"
 
-#include <dlfcn.h>
 #include <poll.h>
-#include <signal.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -13,44 +11,20 @@
 
 #include "base/log.h"
 #include "transports/ucx/connection.h"
+#include "transports/ucx/ucx_api.h"
 
 namespace loom {
 
 namespace {
-
-// Loading libucs (a dependency of every loom library built with UCX)
-// installs UCX's handlers for SIGSEGV, SIGBUS, SIGILL and SIGFPE in the
-// user's program, so any crash of it prints UCX's backtrace. Unless the
-// user asked for them (UCX_HANDLE_ERRORS set), loom puts back the default
-// action wherever the handler is libucs's own; it runs after libucs's
-// constructor (a dependency's constructors run first).
-__attribute__((constructor)) void DropUcxSignalHandlers() {
-  if (std::getenv("UCX_HANDLE_ERRORS") != nullptr) return;
-  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE}) {
-    struct sigaction now {};
-    if (sigaction(sig, nullptr, &now) != 0) continue;
-    const void* handler = (now.sa_flags & SA_SIGINFO) != 0
-                              ? reinterpret_cast<const void*>(now.sa_sigaction)
-                              : reinterpret_cast<const void*>(now.sa_handler);
-    if (now.sa_handler == SIG_DFL || now.sa_handler == SIG_IGN) continue;
-    Dl_info info{};
-    if (dladdr(handler, &info) == 0 || info.dli_fname == nullptr) continue;
-    if (std::string_view(info.dli_fname).find("libucs") == std::string_view::npos) continue;
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    sigaction(sig, &dfl, nullptr);
-  }
-}
 
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr ? v : "";
 }
 
-Status UcxError(const std::string& what, ucs_status_t s) {
+Status UcxError(const UcxApi& api, const std::string& what, ucs_status_t s) {
   std::string tls = Env("UCX_TLS"), dev = Env("UCX_NET_DEVICES");
-  return SystemError("UCX " + what + " failed: " + ucs_status_string(s) +
+  return SystemError("UCX " + what + " failed: " + api.status_string(s) +
                      " (UCX_TLS=" + (tls.empty() ? "(unset)" : tls) +
                      ", UCX_NET_DEVICES=" + (dev.empty() ? "(unset)" : dev) + ")");
 }
@@ -101,65 +75,67 @@ bool SharedMemoryOnly(std::string_view tls) {
 }
 
 Result<std::unique_ptr<UcxContext>> UcxContext::Create(const UcxOptions& options) {
+  const UcxApi& api = LoadUcxApi(options.library.c_str());
+  if (!api.error.empty()) return SystemError(api.error);
   std::unique_ptr<UcxContext> ctx(new UcxContext());
   ucp_config_t* config = nullptr;
-  ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);  // reads UCX_* variables
-  if (s != UCS_OK) return UcxError("reading the configuration (UCX_* variables)", s);
+  ucs_status_t s = api.config_read(nullptr, nullptr, &config);  // reads UCX_* variables
+  if (s != UCS_OK) return UcxError(api, "reading the configuration (UCX_* variables)", s);
   if (!options.net_device.empty() && Env("UCX_NET_DEVICES").empty()) {
-    s = ucp_config_modify(config, "NET_DEVICES", options.net_device.c_str());
+    s = api.config_modify(config, "NET_DEVICES", options.net_device.c_str());
     if (s != UCS_OK) {
-      ucp_config_release(config);
-      return UcxError("setting UCX_NET_DEVICES=" + options.net_device, s);
+      api.config_release(config);
+      return UcxError(api, "setting UCX_NET_DEVICES=" + options.net_device, s);
     }
     ctx->pinned_device_ = options.net_device;
   }
   if (options.ib_disable && Env("UCX_TLS").empty()) {
-    s = ucp_config_modify(config, "TLS", "^ib");
+    s = api.config_modify(config, "TLS", "^ib");
     if (s != UCS_OK) {
-      ucp_config_release(config);
-      return UcxError("excluding IB transports for NCCL_IB_DISABLE (UCX_TLS=^ib)", s);
+      api.config_release(config);
+      return UcxError(api, "excluding IB transports for NCCL_IB_DISABLE (UCX_TLS=^ib)", s);
     }
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   ucp_context_h context = nullptr;
-  s = ucp_init(&params, config, &context);
-  ucp_config_release(config);
-  if (s != UCS_OK) return UcxError("ucp_init", s);
+  s = api.Init(&params, config, &context);
+  api.config_release(config);
+  if (s != UCS_OK) return UcxError(api, "ucp_init", s);
 
   // SERIALIZED: created here, then driven by the communicator's worker thread.
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   ucp_worker_h worker = nullptr;
-  s = ucp_worker_create(context, &wp, &worker);
+  s = api.worker_create(context, &wp, &worker);
   if (s != UCS_OK) {
-    ucp_cleanup(context);
-    return UcxError("ucp_worker_create", s);
+    api.cleanup(context);
+    return UcxError(api, "ucp_worker_create", s);
   }
   int efd = -1;
-  s = ucp_worker_get_efd(worker, &efd);
+  s = api.worker_get_efd(worker, &efd);
   if (s != UCS_OK) {
-    ucp_worker_destroy(worker);
-    ucp_cleanup(context);
-    return UcxError("ucp_worker_get_efd", s);
+    api.worker_destroy(worker);
+    api.cleanup(context);
+    return UcxError(api, "ucp_worker_get_efd", s);
   }
-  ctx->worker_ = std::make_shared<UcxWorker>(context, worker, efd);
+  ctx->worker_ = std::make_shared<UcxWorker>(api, context, worker, efd);
 
   ucp_address_t* addr = nullptr;
   size_t addr_len = 0;
-  s = ucp_worker_get_address(worker, &addr, &addr_len);
-  if (s != UCS_OK) return UcxError("ucp_worker_get_address", s);
+  s = api.worker_get_address(worker, &addr, &addr_len);
+  if (s != UCS_OK) return UcxError(api, "ucp_worker_get_address", s);
   ctx->address_.assign(reinterpret_cast<const char*>(addr), addr_len);
-  ucp_worker_release_address(worker, addr);
+  api.worker_release_address(worker, addr);
 
   std::string dev = Env("UCX_NET_DEVICES");
   if (dev.empty()) dev = ctx->pinned_device_;
   ctx->via_ = "NET/UCX/" + (dev.empty() ? std::string("any") : dev);
   const std::string tls = Env("UCX_TLS");
   LOOM_INFO(log::kInit | log::kNet, "UCX %s: UCX_TLS=%s UCX_NET_DEVICES=%s%s, address %zu bytes",
-            ucp_get_version_string(), tls.empty() ? "(unset)" : tls.c_str(),
+            api.get_version_string(), tls.empty() ? "(unset)" : tls.c_str(),
             dev.empty() ? "(unset)" : dev.c_str(),
             ctx->pinned_device_.empty() ? "" : " (pinned by loom)", addr_len);
   return ctx;

@@ -31,6 +31,9 @@ struct UcxOptions {
   // NCCL_IB_DISABLE: excludes UCX's InfiniBand transports ("^ib") unless the
   // user set UCX_TLS, which then wins.
   bool ib_disable = false;
+  // The UCP library to dlopen, found by the loader's search path
+  // (LD_LIBRARY_PATH can point at another UCX build).
+  std::string library = "libucp.so.0";
 };
 
 // What Connect needs to know about each rank of the communicator.
@@ -47,10 +50,12 @@ struct UcxRankInfo {
 // engine's), because they progress the same worker.
 class UcxContext {
  public:
-  // Reads the UCX configuration (UCX_* variables), applies `options`, and
+  // Loads UCX (options.library, once per process: nothing loads it before),
+  // reads its configuration (UCX_* variables), applies `options`, and
   // creates the context (tag matching + wakeup) and a worker. Blocks for a
-  // few milliseconds. SystemError naming the UCX status and the UCX_TLS /
-  // UCX_NET_DEVICES in effect when UCX refuses.
+  // few milliseconds. SystemError naming the library, dlerror()'s text and
+  // the remedies when UCX cannot be loaded; naming the UCX status and the
+  // UCX_TLS / UCX_NET_DEVICES in effect when UCX refuses.
   static Result<std::unique_ptr<UcxContext>> Create(const UcxOptions& options);
   ~UcxContext();
 
