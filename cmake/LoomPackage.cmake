@@ -2,8 +2,11 @@
 # `cmake --install` puts under /usr (the CLI, libloom.so, libloom_nccl.so,
 # NCCL's names for it, headers, CMake and pkg-config files, man pages, bash
 # completion). Depends: comes from dpkg-shlibdeps, so it names the runtime
-# libraries the binaries link and nothing else. The PyTorch extension
-# (component `torch`) stays out: it would make the package depend on PyTorch.
+# libraries the binaries link and nothing else. UCX is dlopen'ed when
+# NCCL_NET=UCX selects it, never linked, so libucx0 is no Depends but a
+# Suggests: Debian policy 7.2 keeps Recommends for what all but unusual
+# installations have, and UCX is opt-in. The PyTorch extension (component
+# `torch`) stays out: it would make the package depend on PyTorch.
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME loom)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
@@ -16,6 +19,11 @@ set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+if(LOOM_HAVE_UCX)
+  # The API version loom calls (ucp_init_version) is the headers' major.minor.
+  string(REGEX MATCH "^[0-9]+\\.[0-9]+" _loom_ucx_api "${UCX_VERSION}")
+  set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libucx0 (>= ${_loom_ucx_api})")
+endif()
 # Every component but `torch`, in one package named loom.
 get_cmake_property(_loom_components COMPONENTS)
 list(REMOVE_ITEM _loom_components torch)
