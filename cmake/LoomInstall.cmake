@@ -6,8 +6,9 @@ install(FILES
   comm/include/loom/loom.hpp comm/include/loom/status.hpp comm/include/loom/types.hpp
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/loom)
 
-# The C++ API ships as libloom.so (comm/CMakeLists.txt), which keeps
-# Boost, hwloc, UCX and CUDA inside: a consumer needs loom's headers only.
+# The C++ API ships as libloom.so (comm/CMakeLists.txt): Boost inside,
+# hwloc linked privately, UCX, CUDA and verbs loaded at run time, so a
+# consumer needs loom's headers only.
 # Users write loom::loom and loom::nccl, as inside this tree.
 set(LOOM_INSTALLED_TARGETS "")
 if(TARGET loom_shared)
