@@ -139,6 +139,9 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Connect(const std::string& hos
   if (static_cast<MsgType>(hdr[1]) != MsgType::kHelloOk) {
     return InternalError("unexpected reply from the rendezvous store at " + desc);
   }
+  Reader features(body);
+  const uint32_t can = features.U32();
+  c->keys_ = !features.failed() && (can & kStoreKeys) != 0;
   c->reader_ = std::thread([raw = c.get()] { raw->ReaderLoop(); });
   return c;
 }
@@ -183,6 +186,7 @@ void StoreClient::ReaderLoop() {
     }
     std::unique_lock<std::mutex> lock(mu_);
     if (!ok) {
+      lost_ = true;
       if (!said_bye_ && broken_.ok()) {
         broken_ = RemoteError("lost the connection to the rendezvous store at " + store_desc_ +
                               " (hosted by the process that created the UniqueId, rank 0 under a "
@@ -223,6 +227,17 @@ void StoreClient::ReaderLoop() {
         cv_.notify_all();
         lock.unlock();
         if (cb) cb(rank, message);
+        break;
+      }
+      case MsgType::kGot: {
+        const uint32_t id = r.U32();
+        auto it = got_.find(id);
+        if (it == got_.end()) break;  // its GetAll gave up
+        std::vector<std::string> values;
+        for (uint32_t i = 0, n = r.U32(); i < n && !r.failed(); ++i) values.push_back(r.Str());
+        if (r.failed()) break;
+        it->second = std::move(values);
+        cv_.notify_all();
         break;
       }
       case MsgType::kNotified: {
@@ -338,6 +353,44 @@ std::string StoreClient::DescribeMissing(const std::string& tag,
     out += "rank(s) " + RankList(stuck) + " joined but did not reach this step (stuck or slow)";
   }
   return out;
+}
+
+Status StoreClient::LostStatus() const {
+  return !broken_.ok() ? broken_
+                       : RemoteError("the rendezvous store at " + store_desc_ + " is gone");
+}
+
+Status StoreClient::Set(std::string_view key, std::string_view value) {
+  Writer w;
+  w.Str(key);
+  w.Str(value);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!keys_) return Status::Ok();
+  if (lost_) return LostStatus();
+  return SendFrame(w.Frame(MsgType::kSet));
+}
+
+Result<std::vector<std::string>> StoreClient::GetAll(std::string_view key, Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!keys_) {
+    return InternalError("the rendezvous store at " + store_desc_ +
+                         " keeps no values (an older loom)");
+  }
+  // A peer's failure (broken_) leaves the store answering: only a lost
+  // connection ends the lookup at once.
+  if (lost_) return LostStatus();
+  const uint32_t id = ++last_get_;
+  Writer w;
+  w.U32(id);
+  w.Str(key);
+  LOOM_TRY(SendFrame(w.Frame(MsgType::kGet)));
+  auto it = got_.emplace(id, std::nullopt).first;
+  cv_.wait_until(lock, deadline.at(), [&] { return it->second.has_value() || lost_; });
+  std::optional<std::vector<std::string>> values = std::move(it->second);
+  got_.erase(it);
+  if (values) return std::move(*values);
+  if (lost_) return LostStatus();
+  return TimeoutError("the rendezvous store at " + store_desc_ + " did not answer in time");
 }
 
 void StoreClient::ReportFailure(const std::string& message) {

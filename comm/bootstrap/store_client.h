@@ -11,7 +11,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -53,6 +55,14 @@ class StoreClient final : public Exchange {
 
   Result<std::vector<std::string>> AllGather(std::string_view tag, std::string mine,
                                              Deadline deadline) override;
+  // Keeps `value` in the store as this rank's under `key`, replacing its
+  // earlier one (empty: removes it). Returns once sent, without an answer;
+  // a store that cannot keep values (an older one) makes it do nothing.
+  Status Set(std::string_view key, std::string_view value);
+  // Every rank's value under `key`, in rank order ("" where a rank has
+  // none). Blocks until the store answers, at most until `deadline`
+  // (then a Timeout); Unsupported from a store that keeps no values.
+  Result<std::vector<std::string>> GetAll(std::string_view key, Deadline deadline);
   // Tells the others this rank failed (best effort).
   void ReportFailure(const std::string& message);
   // Clean goodbye: the store will not report this rank as vanished.
@@ -65,6 +75,7 @@ class StoreClient final : public Exchange {
   // After a timed-out all-gather: asks the store which ranks are missing.
   // Called with mu_ held (through `lock`); returns "" if the store is silent.
   std::string DescribeMissing(const std::string& tag, std::unique_lock<std::mutex>& lock);
+  Status LostStatus() const;  // with mu_ held, once lost_: why, as an error
 
   int fd_ = -1;
   Identity me_;
@@ -77,6 +88,12 @@ class StoreClient final : public Exchange {
     std::vector<int> joined, reached;
   };
   std::map<std::string, QueryReply> replies_;
+  bool lost_ = false;  // the connection to the store is gone (broken_ says why)
+  bool keys_ = false;  // the store keeps values (kStoreKeys)
+  uint32_t last_get_ = 0;
+  // GetAll's answers, by request id; only for requests still awaited (an
+  // answer that comes after its deadline is dropped).
+  std::map<uint32_t, std::optional<std::vector<std::string>>> got_;
   Status broken_;  // set when the store connection is gone or a peer failed
   FailureCallback on_failure_;
   NoticeCallback on_notice_;

@@ -1,7 +1,8 @@
 // StoreServer: Asio sessions on one thread; all state is touched only there.
 // What a stranger can cost (no secret): at most kMaxPending connections of
 // one socket and a kMaxHelloBytes read each, for at most kHelloWithin; the
-// oldest is dropped for a newer one, and a closed one is freed.
+// oldest is dropped for a newer one, and a closed one is freed. A rank's
+// kSet values take at most kMaxKeysPerRank x kMaxValueBytes.
 #include "comm/bootstrap/store_server.h"
 
 #include <unistd.h>
@@ -45,6 +46,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
     int rank = -1;
     std::string host;
     int64_t pid = 0;
+    uint32_t keys = 0;  // kSet keys holding a value of this rank
     bool said_bye = false;
     bool closed = false;
   };
@@ -262,7 +264,9 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
         s->pid = pid;
         Unpend(s);
         by_rank_[rank] = s;
-        Send(s, Writer().Frame(MsgType::kHelloOk));
+        Writer ok;
+        ok.U32(kStoreKeys);
+        Send(s, ok.Frame(MsgType::kHelloOk));
         break;
       }
       case MsgType::kAllGather: {
@@ -321,9 +325,60 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
         Send(gone ? s : it->second, w.Frame(MsgType::kNotified));
         break;
       }
+      case MsgType::kSet: {
+        std::string key = r.Str();
+        std::string value = r.Str();
+        if (r.failed()) return Reject(s, "malformed set");
+        Set(s, std::move(key), std::move(value));
+        break;
+      }
+      case MsgType::kGet: {
+        const uint32_t id = r.U32();
+        std::string key = r.Str();
+        if (r.failed()) return Reject(s, "malformed get");
+        Writer w;
+        w.U32(id);
+        w.U32(static_cast<uint32_t>(size_));
+        auto it = values_.find(key);
+        for (int rank = 0; rank < size_; ++rank) {
+          const std::string* v = nullptr;
+          if (it != values_.end()) {
+            auto at = it->second.find(rank);
+            if (at != it->second.end()) v = &at->second;
+          }
+          w.Str(v != nullptr ? *v : std::string());
+        }
+        Send(s, w.Frame(MsgType::kGot));
+        break;
+      }
       default:
         return Reject(s, "unknown message type " + std::to_string(static_cast<uint32_t>(type)));
     }
+  }
+
+  // A rank's value under `key`: replaced, or removed when empty. Over the
+  // limits it is dropped with a warning (a rank's bug, not a reason to cut
+  // the rank off from the store).
+  void Set(const std::shared_ptr<Session>& s, std::string key, std::string value) {
+    auto it = values_.find(key);
+    const bool had = it != values_.end() && it->second.count(s->rank) != 0;
+    if (value.empty()) {
+      if (!had) return;
+      it->second.erase(s->rank);
+      if (it->second.empty()) values_.erase(it);
+      --s->keys;
+      return;
+    }
+    if (key.size() > kMaxKeyBytes || value.size() > kMaxValueBytes ||
+        (!had && s->keys >= kMaxKeysPerRank)) {
+      LOOM_WARN(log::kBootstrap,
+                "store: rank %d set '%.64s' (%zu bytes) beyond the limits (%u keys "
+                "of %u bytes); dropped",
+                s->rank, key.c_str(), value.size(), kMaxKeysPerRank, kMaxValueBytes);
+      return;
+    }
+    if (!had) ++s->keys;
+    values_[std::move(key)][s->rank] = std::move(value);
   }
 
   void Broadcast(const std::shared_ptr<Session>& from, const std::string& message) {
@@ -378,6 +433,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
   std::list<std::shared_ptr<Session>> pending_;  // oldest first
   std::map<int, std::shared_ptr<Session>> by_rank_;
   std::map<std::string, Gather> gathers_;
+  std::map<std::string, std::map<int, std::string>> values_;  // kSet: key -> rank -> value
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;

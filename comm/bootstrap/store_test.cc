@@ -12,11 +12,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -298,6 +300,133 @@ TEST(StoreStartup, AWaitingRankSaysWhomItWaitsFor) {
             std::string::npos)
       << err;
   EXPECT_NE(err.find("rank(s) 1 never connected to the store"), std::string::npos) << err;
+}
+
+// Keyed values (kSet/kGet): each rank's own value under a key, read back
+// for every rank at once, replaced, removed, and refused past the limits.
+TEST(StoreKeys, EveryRanksValueRoundTripsInRankOrder) {
+  constexpr uint64_t kSecret = 0x5eed;
+  constexpr int kRanks = 3;
+  auto server = StoreServer::Start("127.0.0.1", 0, kSecret);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  std::vector<std::unique_ptr<StoreClient>> clients;
+  for (int r = 0; r < kRanks; ++r) {
+    auto c = StoreClient::Connect("127.0.0.1", server.value()->port(), kSecret,
+                                  StoreClient::Identity{r, kRanks, "localhost", 100 + r},
+                                  Deadline::After(std::chrono::seconds(10)));
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    clients.push_back(std::move(c.value()));
+  }
+  const auto soon = [] { return Deadline::After(std::chrono::seconds(10)); };
+  auto none = clients[1]->GetAll("wait", soon());
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(*none, std::vector<std::string>(kRanks));
+
+  ASSERT_TRUE(clients[0]->Set("wait", std::string("zero\0", 5)).ok());
+  ASSERT_TRUE(clients[2]->Set("wait", "two").ok());
+  ASSERT_TRUE(clients[2]->Set("other", "2").ok());
+  ASSERT_TRUE(clients[2]->Set("wait", "two again").ok());  // replaces
+  // A set and a get from different clients race; the set's sender asks.
+  auto got = clients[2]->GetAll("wait", soon());
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, (std::vector<std::string>{std::string("zero\0", 5), "", "two again"}));
+
+  ASSERT_TRUE(clients[0]->Set("wait", "").ok());  // removes
+  auto after = clients[0]->GetAll("wait", soon());
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(*after, (std::vector<std::string>{"", "", "two again"}));
+
+  // Past the limits a value is dropped, and the rank stays in the job.
+  ASSERT_TRUE(clients[1]->Set("wait", std::string(kMaxValueBytes + 1, 'x')).ok());
+  for (uint32_t k = 0; k < kMaxKeysPerRank + 2; ++k) {
+    ASSERT_TRUE(clients[1]->Set("key" + std::to_string(k), "v").ok());
+  }
+  auto big = clients[1]->GetAll("wait", soon());
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  EXPECT_EQ((*big)[1], "");
+  auto last = clients[1]->GetAll("key" + std::to_string(kMaxKeysPerRank), soon());
+  ASSERT_TRUE(last.ok()) << last.status().ToString();
+  EXPECT_EQ((*last)[1], "") << "a key beyond kMaxKeysPerRank was kept";
+  auto first = clients[1]->GetAll("key0", soon());
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ((*first)[1], "v");
+}
+
+// A one-connection stand-in for a store: answers the hello with `features`
+// (none: an older store's empty reply) and then reads on, answering nothing
+// (a stopped store).
+class MuteStore {
+ public:
+  explicit MuteStore(std::optional<uint32_t> features) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    EXPECT_EQ(listen(listen_fd_, 1), 0);
+    EXPECT_EQ(getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this, features] {
+      fd_ = accept(listen_fd_, nullptr, nullptr);
+      uint32_t header[2];
+      if (fd_ < 0 || read(fd_, header, 8) != 8) return;
+      std::string body(header[0] - 4, '\0');
+      for (size_t got = 0; got < body.size();) {
+        const ssize_t n = read(fd_, body.data() + got, body.size() - got);
+        if (n <= 0) return;
+        got += static_cast<size_t>(n);
+      }
+      Writer w;
+      if (features) w.U32(*features);
+      const std::string ok = w.Frame(MsgType::kHelloOk);
+      if (write(fd_, ok.data(), ok.size()) != static_cast<ssize_t>(ok.size())) return;
+      char sink[4096];
+      while (read(fd_, sink, sizeof(sink)) > 0) {
+      }
+    });
+  }
+  ~MuteStore() {
+    if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);
+    shutdown(listen_fd_, SHUT_RDWR);
+    thread_.join();
+    if (fd_ >= 0) close(fd_);
+    close(listen_fd_);
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  int listen_fd_ = -1;
+  std::atomic<int> fd_{-1};  // the accepted connection, set on the thread
+  uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+TEST(StoreKeys, ALookupEndsAtItsDeadlineWhenTheStoreIsSilent) {
+  MuteStore mute(kStoreKeys);
+  auto c = StoreClient::Connect("127.0.0.1", mute.port(), 1, StoreClient::Identity{1, 2, "h", 1},
+                                Deadline::After(std::chrono::seconds(10)));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c.value()->Set("wait", "x").ok());
+  const auto start = std::chrono::steady_clock::now();
+  auto got = c.value()->GetAll("wait", Deadline::After(std::chrono::milliseconds(200)));
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(got.status().code(), Code::kTimeout) << got.status().ToString();
+  EXPECT_GE(took, std::chrono::milliseconds(200));
+  EXPECT_LT(took, std::chrono::seconds(2));
+  c.value()->Bye();
+}
+
+TEST(StoreKeys, AnOlderStoreIsNeverSentAKey) {
+  MuteStore older(std::nullopt);
+  auto c = StoreClient::Connect("127.0.0.1", older.port(), 1, StoreClient::Identity{1, 2, "h", 1},
+                                Deadline::After(std::chrono::seconds(10)));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c.value()->Set("wait", "x").ok());  // nothing sent
+  auto got = c.value()->GetAll("wait", Deadline::After(std::chrono::seconds(10)));
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().code(), Code::kTimeout) << got.status().ToString();
+  c.value()->Bye();
 }
 
 }  // namespace

@@ -32,7 +32,21 @@ enum class MsgType : uint32_t {
   kNotified = 12,    // server -> client: from rank, gone (u32), payload. gone = 1: the
                      // server answers for a target that said goodbye or vanished, and
                      // hands the sender its own payload back
+  kSet = 13,         // client -> server: key, value; this rank's value under key (empty: none)
+  kGet = 14,         // client -> server: request id, key
+  kGot = 15,         // server -> client: request id, every rank's value under key (rank order)
 };
+
+// What a store can do beyond protocol version 1's first twelve messages,
+// as bits of the u32 its hello reply carries (an older store's reply is
+// empty: none), so that a newer client never sends what a store would
+// refuse by closing the connection.
+inline constexpr uint32_t kStoreKeys = 1;  // kSet, kGet, kGot
+// What a rank may keep in the store with kSet: the store's memory stays in
+// proportion to the ranks, whatever they send.
+inline constexpr uint32_t kMaxKeyBytes = 256;
+inline constexpr uint32_t kMaxValueBytes = 16 << 10;
+inline constexpr uint32_t kMaxKeysPerRank = 4;
 
 class Writer {
  public:
