@@ -152,6 +152,19 @@ struct PeerWait {
   bool stopped = false;
 };
 
+// Evidence that data this rank sent a peer does not get through: the
+// kernel retransmits it without an acknowledgement (the peer's side of the
+// link is cut), or cannot send it at all while the peer's window is open (no
+// route, a down interface or a firewall here). A stopped peer is no such
+// case: its kernel still acknowledges, or closes its window.
+struct LinkStall {
+  int peer = -1;
+  bool unsent = false;       // the data never left this host
+  uint32_t retransmits = 0;  // unanswered retransmissions (or probes, when unsent)
+  uint32_t silent_ms = 0;    // since the last acknowledgement from the peer
+  uint64_t bytes = 0;        // waiting in the socket
+};
+
 class Connection {
  public:
   virtual ~Connection() = default;
@@ -178,6 +191,10 @@ class Connection {
   // (shared memory peers publish it while they sleep), or that its process
   // is stopped; nullopt otherwise.
   virtual std::optional<PeerWait> PeerWaitingOn() const { return std::nullopt; }
+  // For a long wait's report: whether what this rank sent the peer is stuck
+  // on the link (TCP reads it from TCP_INFO); nullopt when it is not, or the
+  // transport cannot tell.
+  virtual std::optional<LinkStall> SendStall() const { return std::nullopt; }
   // "SHM", "NET/Socket/lo", as NCCL prints "via ...".
   virtual std::string Describe() const = 0;
 

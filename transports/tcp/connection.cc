@@ -7,14 +7,16 @@
 #include "transports/tcp/connection.h"
 
 #include <fcntl.h>
+#include <linux/tcp.h>  // not netinet/tcp.h: its tcp_info lacks tcpi_notsent_bytes and tcpi_snd_wnd
 #include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -192,6 +194,37 @@ bool TcpConnection::idle() const {
 
 std::string TcpConnection::Describe() const {
   return "rank " + std::to_string(peer_) + " (" + peer_host_ + ", via " + via_ + ")";
+}
+
+std::optional<LinkStall> TcpConnection::SendStall() const {
+  std::optional<LinkStall> worst;
+  for (const Socket& sock : socks_) {
+    tcp_info ti{};
+    socklen_t len = sizeof(ti);
+    if (getsockopt(sock.fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) continue;
+    // Kernels before 5.4 fill less: then the window is unknown, and data
+    // that did not leave may only wait for a closed window.
+    const bool knows_window = len >= offsetof(tcp_info, tcpi_snd_wnd) + sizeof(ti.tcpi_snd_wnd);
+    LinkStall st;
+    st.peer = peer_;
+    st.silent_ms = ti.tcpi_last_ack_recv;
+    if (ti.tcpi_unacked > 0 && ti.tcpi_retransmits > 0) {
+      st.retransmits = ti.tcpi_retransmits;
+    } else if (knows_window && ti.tcpi_notsent_bytes > 0 && ti.tcpi_snd_wnd > 0 &&
+               ti.tcpi_probes > 0) {
+      // The peer's window is open, yet the kernel only probes: sending fails here.
+      st.unsent = true;
+      st.retransmits = ti.tcpi_probes;
+    } else {
+      continue;
+    }
+    if (st.silent_ms < kStallSilenceMs) continue;
+    int queued = 0;
+    if (ioctl(sock.fd, TIOCOUTQ, &queued) == 0 && queued > 0)
+      st.bytes = static_cast<uint64_t>(queued);
+    if (!worst || st.silent_ms > worst->silent_ms) worst = st;
+  }
+  return worst;
 }
 
 Status TcpConnection::PeerError(const char* what, int err) const {

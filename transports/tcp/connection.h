@@ -69,6 +69,13 @@ class TcpConnection final : public Connection {
   bool idle() const override;
   void AppendPollFds(std::vector<pollfd>* fds) const override;
   std::string Describe() const override;
+  // The socket whose sent data has waited longest for an acknowledgement,
+  // once that is kStallSilenceMs: retransmitted unanswered, or kept
+  // unsent (only probed) while the peer's window is open.
+  std::optional<LinkStall> SendStall() const override;
+  // Twice the kernel's least retransmission timeout (200 ms) and more: an
+  // ordinary lost segment is repaired sooner.
+  static constexpr uint32_t kStallSilenceMs = 500;
 
   // Striping arithmetic (public for tests): the bytes of a `bytes`-long
   // message that socket s carries, and the message offset of byte `local`

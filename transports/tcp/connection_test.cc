@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 namespace loom {
@@ -401,6 +402,38 @@ TEST(TcpTransport, LoopbackSendBufferFollowsTheMessageSize) {
   }
   EXPECT_NE(TcpConnection::LocalSendBufferFor(TcpConnection::kLargeSendMessageBytes),
             TcpConnection::LocalSendBufferFor(TcpConnection::kLargeSendMessageBytes - 1));
+}
+
+// A peer that stops reading is no stalled link: its kernel acknowledges
+// what arrives and then closes its window, and a send that waits for room
+// past kStallSilenceMs is not reported. (A link that stops acknowledging
+// needs a cut network: tests/netns/chaos_test.sh.) Nor is a socket that is
+// not TCP.
+TEST(TcpTransport, APeerThatDoesNotReadIsNoStalledLink) {
+  LoopbackSockets socks;
+  ASSERT_NO_FATAL_FAILURE(ConnectOnLoopback(&socks));
+  close(socks.listener);
+  TcpConnection sender(1, true, "here", "NET/Socket/lo", {socks.client});
+  std::vector<char> src(32 << 20, 'x');
+  Transfer send;
+  send.dir = Transfer::Dir::kSend;
+  send.src = src.data();
+  send.bytes = src.size();
+  sender.PostSend(&send);
+  for (int i = 0; i < 1000; ++i) {
+    auto r = sender.Progress();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  ASSERT_FALSE(sender.idle()) << "the send fit in the socket buffers";
+  std::this_thread::sleep_for(std::chrono::milliseconds(TcpConnection::kStallSilenceMs + 300));
+  EXPECT_FALSE(sender.SendStall().has_value());
+  close(socks.server);
+
+  int unix_pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, unix_pair), 0);
+  TcpConnection over_unix(1, true, "here", "NET/Socket/lo", {unix_pair[0]});
+  EXPECT_FALSE(over_unix.SendStall().has_value());
+  close(unix_pair[1]);
 }
 
 }  // namespace
