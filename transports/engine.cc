@@ -135,6 +135,7 @@ Engine::Engine(Options options, std::vector<std::unique_ptr<Connection>> connect
   small_views_.resize(connections_.size());
   small_seen_.resize(connections_.size());
   small_ok_ = options_.small_slots != nullptr && connections_.size() > 1;
+  if (options_.wait_reporter) wait_threshold_ = options_.wait_reporter->threshold();
   for (size_t p = 0; p < connections_.size(); ++p) {
     if (connections_[p] == nullptr) continue;
     if (PeerMemory* m = connections_[p]->peer_memory()) mailboxes_[p] = m->PeerMailbox();
@@ -156,10 +157,16 @@ void Engine::Wake() {
 
 Status Engine::Run(std::span<Transfer> transfers, Deadline deadline) {
   peer_gone_since_ = {};
+  ++runs_;
+  wait_since_ = {};
   Status status = RunUntilDone(transfers, deadline);
   // A failed Run leaves its wait published: this rank is still stuck there,
   // and a same-host peer timing out a moment later should say so.
   if (status.ok() && published_wait_ != kNotWaiting) PublishWait(kNotWaiting);
+  if (status.ok() && wait_published_) {
+    options_.wait_reporter->Withdraw();
+    wait_published_ = false;
+  }
   return status;
 }
 
@@ -184,6 +191,7 @@ Status Engine::RunUntilDone(std::span<Transfer> transfers, Deadline deadline) {
     if (std::find(active.begin(), active.end(), c) == active.end()) active.push_back(c);
   }
   SpinTimer spin(std::chrono::microseconds(options_.spin_us));
+  bool moved_since_sleep = false;
   for (;;) {
     bool moved = false;
     bool all_idle = true;
@@ -212,18 +220,79 @@ Status Engine::RunUntilDone(std::span<Transfer> transfers, Deadline deadline) {
     }
     if (all_idle) return Status::Ok();
     LOOM_TRY(AbortStatus());
+    moved_since_sleep |= moved;
     if (PollAgain(moved, spin)) continue;
     if (deadline.expired()) {
       std::string who;
       for (Connection* c : active) {
         if (!c->idle()) who += (who.empty() ? "" : ", ") + c->Describe() + WaitChain(*c);
       }
+      bool culprit = false;
+      const std::string cause = ExplainTimeout(active, &culprit);
       return TimeoutError("no progress before the deadline; still waiting on " + who +
-                          " (raise LOOM_TIMEOUT_MS if the peer is only slow)");
+                          (cause.empty() ? "" : "; " + cause) +
+                          (culprit ? "" : " (raise LOOM_TIMEOUT_MS if the peer is only slow)"));
     }
+    if (options_.wait_reporter) NoteSleep(active, moved_since_sleep);
+    moved_since_sleep = false;
     LOOM_TRY(Sleep(active, deadline));
     spin.Reset();
   }
+}
+
+void Engine::NoteSleep(const std::vector<Connection*>& active, bool moved) {
+  const auto now = std::chrono::steady_clock::now();
+  if (moved || wait_since_ == std::chrono::steady_clock::time_point{}) {
+    wait_since_ = now;
+    if (wait_published_) {
+      options_.wait_reporter->Withdraw();
+      wait_published_ = false;
+    }
+    return;
+  }
+  if (wait_published_ || now - wait_since_ < wait_threshold_) return;
+  options_.wait_reporter->Publish(CurrentWait(active));
+  wait_published_ = true;
+}
+
+WaitReport Engine::CurrentWait(const std::vector<Connection*>& active) const {
+  WaitReport w;
+  w.run = runs_;
+  if (wait_since_ != std::chrono::steady_clock::time_point{}) {
+    w.waited_ms = static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            std::chrono::steady_clock::now() - wait_since_)
+                                            .count());
+  }
+  for (Connection* c : active) {
+    if (c->idle()) continue;
+    WaitEdge e;
+    e.peer = PeerOf(c);
+    e.over_network = !c->uses_doorbell();
+    if (!e.over_network) {
+      std::optional<PeerWait> pw = c->PeerWaitingOn();
+      e.peer_stopped = pw && pw->stopped;
+    }
+    w.waits.push_back(e);
+  }
+  // Every link, the idle ones too: a send the engine has finished may still
+  // sit unacknowledged in the kernel, and it is what the peer waits for.
+  for (const auto& c : connections_) {
+    if (c == nullptr) continue;
+    if (std::optional<LinkStall> st = c->SendStall()) w.stalls.push_back(*st);
+  }
+  return w;
+}
+
+std::string Engine::ExplainTimeout(const std::vector<Connection*>& active, bool* culprit) {
+  if (!options_.wait_reporter) return "";
+  WaitReport mine = CurrentWait(active);
+  // Published now if not yet (a wait shorter than the threshold): a rank
+  // timing out a moment later may need it.
+  if (!wait_published_) {
+    options_.wait_reporter->Publish(mine);
+    wait_published_ = true;
+  }
+  return options_.wait_reporter->Explain(mine, culprit);
 }
 
 bool Engine::PollAgain(bool moved, SpinTimer& spin) const {

@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "transports/transport.h"
+#include "transports/wait_report.h"
 
 namespace loom {
 
@@ -78,6 +79,10 @@ class Engine {
     // Every pair of ranks talks through shared memory (one host); every rank
     // computes the same value, so algorithms may shape messages by it.
     bool all_shm = false;
+    // Publishes a Run's long wait for ranks on other hosts and explains a
+    // timeout from theirs (transports/wait_report.h); null: a timeout names
+    // only the chain of same-host peers.
+    std::shared_ptr<WaitReporter> wait_reporter;
   };
 
   // connections[p] is the connection to rank p (null for this rank).
@@ -139,6 +144,15 @@ class Engine {
   // ", which is waiting on rank 3 over the network": the chain of same-host
   // peers blocked behind `c`, as they published it.
   std::string WaitChain(const Connection& c) const;
+  // Long waits (Options::wait_reporter), before each sleep of a Run: a wait
+  // starts at a sleep with progress since the last one, and is published
+  // once it has lasted the reporter's threshold (withdrawn at progress).
+  void NoteSleep(const std::vector<Connection*>& active, bool moved);
+  // Whom this rank waits on and which of its links stall, now.
+  WaitReport CurrentWait(const std::vector<Connection*>& active) const;
+  // The timeout's cause through the reporter ("" without one); *culprit:
+  // whether it names one.
+  std::string ExplainTimeout(const std::vector<Connection*>& active, bool* culprit);
 
   Options options_;
   std::vector<std::unique_ptr<Connection>> connections_;
@@ -162,6 +176,12 @@ class Engine {
   Status SmallWait(OpKind kind, size_t bytes, uint8_t step, Deadline deadline);
   // When this Run first found a same-host peer process gone (zero: not yet).
   std::chrono::steady_clock::time_point peer_gone_since_{};
+  // NoteSleep's state: Runs so far, when the current wait began (zero: none
+  // yet in this Run), and whether it is published.
+  uint64_t runs_ = 0;
+  std::chrono::steady_clock::time_point wait_since_{};
+  bool wait_published_ = false;
+  std::chrono::milliseconds wait_threshold_{0};
   static constexpr std::chrono::milliseconds kPeerGoneGrace{300};
 };
 

@@ -316,17 +316,20 @@ TEST_P(TransportTest, DeadlineEndsAWaitForASilentPeer) {
   EXPECT_NE(s.message().find("rank 0"), std::string::npos) << s.message();
 }
 
-// A stand-in peer that never moves data and says whom it waits on.
+// A stand-in peer that never moves data and says whom it waits on (and,
+// optionally, that what this rank sent it stalls on the link).
 class StuckConnection final : public Connection {
  public:
-  StuckConnection(int peer, bool shm, std::optional<PeerWait> waits_on)
-      : peer_(peer), shm_(shm), waits_on_(waits_on) {}
+  StuckConnection(int peer, bool shm, std::optional<PeerWait> waits_on,
+                  std::optional<LinkStall> stall = std::nullopt)
+      : peer_(peer), shm_(shm), waits_on_(waits_on), stall_(stall) {}
   void PostSend(Transfer* t) override { posted_.push_back(t); }
   void PostRecv(Transfer* t) override { posted_.push_back(t); }
   Result<bool> Progress() override { return false; }
   bool idle() const override { return posted_.empty(); }
   bool uses_doorbell() const override { return shm_; }
   std::optional<PeerWait> PeerWaitingOn() const override { return waits_on_; }
+  std::optional<LinkStall> SendStall() const override { return stall_; }
   std::string Describe() const override {
     return "rank " + std::to_string(peer_) + (shm_ ? " (via SHM)" : " (via NET)");
   }
@@ -335,19 +338,117 @@ class StuckConnection final : public Connection {
   int peer_;
   bool shm_;
   std::optional<PeerWait> waits_on_;
+  std::optional<LinkStall> stall_;
   std::vector<Transfer*> posted_;
 };
 
-// Runs one 8-byte receive from rank 1 over `conns` with a 50 ms deadline.
-Status ReceiveFromRankOne(std::vector<std::unique_ptr<Connection>> conns) {
-  Engine engine(Engine::Options{}, std::move(conns));
+// Runs one 8-byte receive from rank 1 over `conns` with a 50 ms deadline
+// (or `ms`), reporting long waits to `reporter` if given.
+Status ReceiveFromRankOne(std::vector<std::unique_ptr<Connection>> conns,
+                          std::shared_ptr<WaitReporter> reporter = nullptr, int ms = 50) {
+  Engine::Options options;
+  options.wait_reporter = std::move(reporter);
+  Engine engine(std::move(options), std::move(conns));
   std::vector<char> b(8);
   Transfer t;
   t.dir = Transfer::Dir::kRecv;
   t.peer = 1;
   t.dst = b.data();
   t.bytes = b.size();
-  return engine.Run({&t, 1}, Deadline::After(std::chrono::milliseconds(50)));
+  return engine.Run({&t, 1}, Deadline::After(std::chrono::milliseconds(ms)));
+}
+
+// Records what the engine reports, and explains a timeout with a culprit.
+class RecordingReporter final : public WaitReporter {
+ public:
+  std::chrono::milliseconds threshold() const override { return std::chrono::milliseconds(20); }
+  void Publish(const WaitReport& w) override { published.push_back(w); }
+  void Withdraw() override { ++withdrawn; }
+  std::string Explain(const WaitReport& mine, bool* culprit) override {
+    explained.push_back(mine);
+    *culprit = true;
+    return "rank 7 on host far made no progress";
+  }
+  std::vector<WaitReport> published, explained;
+  int withdrawn = 0;
+};
+
+// A peer whose message arrives `after` the first poll.
+class LateConnection final : public Connection {
+ public:
+  explicit LateConnection(std::chrono::milliseconds after) : after_(after) {}
+  void PostSend(Transfer* t) override { posted_.push_back(t); }
+  void PostRecv(Transfer* t) override { posted_.push_back(t); }
+  Result<bool> Progress() override {
+    const auto now = std::chrono::steady_clock::now();
+    if (first_ == std::chrono::steady_clock::time_point{}) first_ = now;
+    if (posted_.empty() || now - first_ < after_) return false;
+    for (Transfer* t : posted_) {
+      t->done = t->bytes;
+      t->header_done = true;
+    }
+    posted_.clear();
+    return true;
+  }
+  bool idle() const override { return posted_.empty(); }
+  std::string Describe() const override { return "rank 1 (via NET)"; }
+
+ private:
+  std::chrono::milliseconds after_;
+  std::chrono::steady_clock::time_point first_{};
+  std::vector<Transfer*> posted_;
+};
+
+TEST(EngineTimeout, ALongWaitIsPublishedOnceAndItsCauseExplainedAtTheDeadline) {
+  // Rank 0 waits on rank 1 over the network; its finished send to rank 2
+  // sits unacknowledged on the link.
+  LinkStall stall;
+  stall.peer = 2;
+  stall.retransmits = 4;
+  stall.silent_ms = 900;
+  std::vector<std::unique_ptr<Connection>> conns(3);
+  conns[1] = std::make_unique<StuckConnection>(1, false, std::nullopt);
+  conns[2] = std::make_unique<StuckConnection>(2, false, std::nullopt, stall);
+  auto reporter = std::make_shared<RecordingReporter>();
+  Status s = ReceiveFromRankOne(std::move(conns), reporter, 300);
+  EXPECT_EQ(s.code(), Code::kTimeout) << s.ToString();
+  EXPECT_NE(s.message().find("still waiting on rank 1 (via NET); rank 7 on host far made no "
+                             "progress"),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(s.message().find("raise LOOM_TIMEOUT_MS"), std::string::npos) << s.message();
+  ASSERT_EQ(reporter->published.size(), 1u);
+  const WaitReport& w = reporter->published.front();
+  ASSERT_EQ(w.waits.size(), 1u);
+  EXPECT_EQ(w.waits[0].peer, 1);
+  EXPECT_TRUE(w.waits[0].over_network);
+  EXPECT_GE(w.waited_ms, 20u);
+  ASSERT_EQ(w.stalls.size(), 1u);
+  EXPECT_EQ(w.stalls[0].peer, 2);
+  EXPECT_EQ(w.stalls[0].retransmits, 4u);
+  ASSERT_EQ(reporter->explained.size(), 1u);
+  EXPECT_EQ(reporter->withdrawn, 0) << "a failed wait stays published";
+}
+
+TEST(EngineTimeout, AWaitThatEndsInProgressIsWithdrawn) {
+  std::vector<std::unique_ptr<Connection>> conns(2);
+  conns[1] = std::make_unique<LateConnection>(std::chrono::milliseconds(200));
+  auto reporter = std::make_shared<RecordingReporter>();
+  Status s = ReceiveFromRankOne(std::move(conns), reporter, 10000);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(reporter->published.size(), 1u);
+  EXPECT_EQ(reporter->withdrawn, 1);
+  EXPECT_TRUE(reporter->explained.empty());
+}
+
+TEST(EngineTimeout, AShortWaitIsNeverPublished) {
+  std::vector<std::unique_ptr<Connection>> conns(2);
+  conns[1] = std::make_unique<LateConnection>(std::chrono::milliseconds(0));
+  auto reporter = std::make_shared<RecordingReporter>();
+  Status s = ReceiveFromRankOne(std::move(conns), reporter, 10000);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(reporter->published.empty());
+  EXPECT_EQ(reporter->withdrawn, 0);
 }
 
 TEST(EngineTimeout, NamesTheChainOfSameHostPeersBlockedBehindThePeer) {
