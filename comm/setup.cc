@@ -19,6 +19,7 @@
 #include "comm/shm_calibration.h"
 #include "comm/transport_plan.h"
 #include "comm/unique_id.h"
+#include "comm/wait_diagnosis.h"
 #include "topology/cost_model.h"
 #include "topology/discover.h"
 #include "topology/host.h"
@@ -632,6 +633,10 @@ void Communicator::Impl::Setup::StartEngine() {
     eo.small_tsan_key = impl->shm_->small_tsan_key();
   }
   eo.abort = &impl->abort_;
+  if (impl->timeout.count() > 0 && impl->size > 1) {
+    eo.wait_reporter = std::make_shared<StoreWaitReporter>(
+        &impl->store_, impl->rank, HostLabels(hosts, host_ids), impl->timeout);
+  }
   Impl* self = raw;
   eo.abort_status = [self] {
     Status s = self->AsyncError();
