@@ -21,8 +21,7 @@
 # issue's "an error naming the right rank/host": the killed or stopped rank
 # by number, or a rank of the cut host named from another host); =kills:
 # as each for a killed rank, and only shown in the table for a stopped rank
-# or a cut link (ctest's mode while a wait that crosses hosts is blamed on
-# its first network hop); =report: shown, never judged.
+# or a cut link; =report: shown, never judged.
 set -u
 export LC_ALL=C
 LOOM=$1 NETSIM=$2
