@@ -48,26 +48,29 @@ def sizes(max_bytes):
     return out
 
 
-def iters_for(nbytes):
-    # Enough calls to see small-message latency; few for the large ones.
-    if nbytes <= 64 << 10:
-        return 200
-    if nbytes <= 4 << 20:
-        return 20
-    return 3
+def slowest(seconds, group):
+    """The largest of every rank's figure (an op is over when it is over everywhere)."""
+    t = torch.tensor([seconds], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+    return t.item()
 
 
-def time_op(op, group, iters):
-    """Seconds per call on this rank, every rank starting together; the
-    slowest rank's figure (an op is over when it is over everywhere)."""
+def time_op(op, group, iters=None, target_s=0.2):
+    """Seconds per call, every rank starting together; the slowest rank's
+    figure. Without `iters`, as many calls as fill about `target_s` (3 to
+    2000, from one timed call), so large sizes are not timed from a call or
+    two and small ones not from a scheduler's time slice."""
     op()  # warm-up: buffers, connections
+    if iters is None:
+        t0 = time.perf_counter()
+        op()
+        once = slowest(time.perf_counter() - t0, group)
+        iters = max(3, min(2000, int(target_s / max(once, 1e-7))))
     dist.barrier(group=group)
     t0 = time.perf_counter()
     for _ in range(iters):
         op()
-    dt = torch.tensor([(time.perf_counter() - t0) / iters], dtype=torch.float64)
-    dist.all_reduce(dt, op=dist.ReduceOp.MAX, group=group)
-    return dt.item()
+    return slowest((time.perf_counter() - t0) / iters, group)
 
 
 def bench_collectives(rank, world, groups, args, report):
@@ -97,7 +100,7 @@ def bench_collectives(rank, world, groups, args, report):
                         op = lambda: dist.reduce_scatter_tensor(part, x, group=g)  # noqa: E731
                     else:
                         op = lambda: dist.all_reduce(x, group=g)  # noqa: E731
-                    results[backend].append(time_op(op, g, iters_for(nbytes)))
+                    results[backend].append(time_op(op, g))
             if rank == 0:
                 report(name, n * 4, {b: statistics.median(v) for b, v in results.items()}, world)
 
