@@ -233,8 +233,12 @@ void StoreClient::ReaderLoop() {
         const uint32_t id = r.U32();
         auto it = got_.find(id);
         if (it == got_.end()) break;  // its GetAll gave up
-        std::vector<std::string> values;
-        for (uint32_t i = 0, n = r.U32(); i < n && !r.failed(); ++i) values.push_back(r.Str());
+        std::vector<std::string> values(static_cast<size_t>(std::max(me_.size, 0)));
+        for (uint32_t i = 0, n = r.U32(); i < n && !r.failed(); ++i) {
+          const int rank = r.I32();
+          std::string value = r.Str();
+          if (rank >= 0 && rank < me_.size) values[static_cast<size_t>(rank)] = std::move(value);
+        }
         if (r.failed()) break;
         it->second = std::move(values);
         cv_.notify_all();

@@ -336,17 +336,19 @@ class StoreServer::Impl : public std::enable_shared_from_this<StoreServer::Impl>
         const uint32_t id = r.U32();
         std::string key = r.Str();
         if (r.failed()) return Reject(s, "malformed get");
+        // Only the ranks holding a value: the answer's size follows what
+        // ranks stored, never the world size a hello claimed.
         Writer w;
         w.U32(id);
-        w.U32(static_cast<uint32_t>(size_));
         auto it = values_.find(key);
-        for (int rank = 0; rank < size_; ++rank) {
-          const std::string* v = nullptr;
-          if (it != values_.end()) {
-            auto at = it->second.find(rank);
-            if (at != it->second.end()) v = &at->second;
+        if (it == values_.end()) {
+          w.U32(0);
+        } else {
+          w.U32(static_cast<uint32_t>(it->second.size()));
+          for (const auto& [rank, value] : it->second) {
+            w.I32(rank);
+            w.Str(value);
           }
-          w.Str(v != nullptr ? *v : std::string());
         }
         Send(s, w.Frame(MsgType::kGot));
         break;

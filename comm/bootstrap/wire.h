@@ -34,7 +34,8 @@ enum class MsgType : uint32_t {
                      // hands the sender its own payload back
   kSet = 13,         // client -> server: key, value; this rank's value under key (empty: none)
   kGet = 14,         // client -> server: request id, key
-  kGot = 15,         // server -> client: request id, every rank's value under key (rank order)
+  kGot = 15,         // server -> client: request id, count, then (rank i32, value) for
+                     // each rank holding a value under key, in rank order
 };
 
 // What a store can do beyond protocol version 1's first twelve messages,
