@@ -8,6 +8,11 @@
 namespace loom_torch {
 
 std::exception_ptr ToException(const loom::Status& s) {
+  // "Timed out" first, as Gloo's and NCCL's timeouts read, for tools that
+  // look for it.
+  if (s.code() == loom::Code::kTimeout) {
+    return std::make_exception_ptr(std::runtime_error("loom: Timed out (" + s.ToString() + ")"));
+  }
   return std::make_exception_ptr(std::runtime_error("loom: " + s.ToString()));
 }
 

@@ -27,7 +27,10 @@ void Check(const loom::Status& s, const char* what) {
 
 ProcessGroupLoom::ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                    int size, std::chrono::milliseconds timeout)
-    : c10d::ProcessGroup(rank, size), completer_(std::make_unique<Completer>()) {
+    : c10d::ProcessGroup(rank, size),
+      store_(store),
+      timeout_(timeout),
+      completer_(std::make_unique<Completer>()) {
   TORCH_CHECK(size >= 1 && rank >= 0 && rank < size, "loom: rank ", rank,
               " is not within world_size ", size);
   loom::UniqueId id;

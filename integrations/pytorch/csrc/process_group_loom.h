@@ -85,6 +85,12 @@ class ProcessGroupLoom : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
                                                int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  // Gloo's debugging barrier (monitored_barrier.cc): rank 0 waits up to
+  // opts.timeout (the group's when unset) for every other rank and throws
+  // naming the first late one, or all of them with `wait_all_ranks`; the
+  // others throw when rank 0 did. Reached as group.monitored_barrier():
+  // torch 1.13's dist.monitored_barrier accepts only the name gloo.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
  private:
   c10::intrusive_ptr<LoomWork> NewWork(c10d::OpType type, const char* title,
@@ -128,6 +134,11 @@ class ProcessGroupLoom : public c10d::ProcessGroup {
   bool coalescing_ = false;
   std::vector<std::function<loom::Work()>> coalesced_ops_;
   std::vector<c10::intrusive_ptr<LoomWork>> coalesced_works_;
+
+  // The group's store (prefixed by torch for this group) and timeout.
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::chrono::milliseconds timeout_;
+  uint64_t monitored_calls_ = 0;
 
   // Declared before comm_: destroyed after it, so the completions of ops
   // the communicator ends on destruction still run.

@@ -43,9 +43,6 @@ AS_GLOO_CAUSES = [
     ("DDP logging records the group's own backend name", None, "'loom' != 'gloo'"),
     ("TORCH_DISTRIBUTED_DEBUG=DETAIL wraps the group in ProcessGroupWrapper, which takes a "
      "real ProcessGroupGloo", None, "_ProcessGroupWrapper"),
-    ("monitored_barrier is ProcessGroupGloo's own API", "monitored_barrier", None),
-    ("per-operation timeouts (barrier(timeout=...)) are not applied; the group's is",
-     "barrier_timeout", None),
 ]
 
 

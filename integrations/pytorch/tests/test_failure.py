@@ -2,7 +2,9 @@
 """Failures on backend "loom" end in clear errors within the timeout:
 a rank killed during DDP training makes the others raise a RuntimeError
 naming it; a world size larger than the ranks started fails init naming
-the missing rank. Prints 'N passed, N failed'.
+the missing rank; group.monitored_barrier() names the ranks that stay away
+as Gloo's does, and a timed-out barrier says "Timed out". Prints 'N passed,
+N failed'.
 
   PYTHONPATH=<build>/integrations/pytorch/python test_failure.py
 """
@@ -115,10 +117,97 @@ def wrong_world_size_is_clear(ctx):
     return problems
 
 
+def monitored_rank(rank, world, path, out):
+    """Runs the monitored-barrier cases; reports (rank, case, outcome)."""
+    dist.init_process_group("loom", init_method="file://" + path, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=20))
+    pg = dist.group.WORLD
+    short = datetime.timedelta(seconds=1)
+
+    def outcome(fn):
+        t0 = time.time()
+        try:
+            fn()
+            return "passed", time.time() - t0
+        except RuntimeError as e:
+            return str(e).splitlines()[0], time.time() - t0
+
+    def report(case, fn):
+        msg, seconds = outcome(fn)
+        out.put((rank, case, msg, seconds))
+
+    def sync():  # outside loom: the store
+        dist.barrier()
+
+    report("all arrive", lambda: pg.monitored_barrier(short))
+    report("all arrive, wait_all_ranks", lambda: pg.monitored_barrier(short, wait_all_ranks=True))
+    sync()
+    # Rank 1 stays away: rank 0 names it, the others hear that rank 0 failed.
+    if rank != 1:
+        report("rank 1 away", lambda: pg.monitored_barrier(short))
+    sync()
+    # Ranks 1 and 2 away, all of them named.
+    if rank == 0:
+        report("ranks 1, 2 away", lambda: pg.monitored_barrier(short, wait_all_ranks=True))
+    sync()
+    if rank == 0:
+        report("timeout 0", lambda: pg.monitored_barrier(datetime.timedelta(seconds=0)))
+    sync()
+    dist.destroy_process_group()
+    # A barrier only rank 0 enters times out with "Timed out" in the error.
+    dist.init_process_group("loom", init_method="file://" + path + ".2", rank=rank,
+                            world_size=world, timeout=datetime.timedelta(seconds=1))
+    if rank == 0:
+        report("lonely barrier", dist.barrier)
+    else:
+        time.sleep(4)  # alive, but never in that barrier
+    out.close()
+    out.join_thread()
+    os._exit(0)  # the others never entered the barrier: no orderly teardown
+
+
+def monitored_barrier_names_late_ranks(ctx):
+    world = 3
+    path = tempfile.mktemp(prefix="loom_monitored_")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=monitored_rank, args=(r, world, path, out)) for r in range(world)]
+    for p in procs:
+        p.start()
+    expected = {
+        "all arrive": {r: "passed" for r in range(world)},
+        "all arrive, wait_all_ranks": {r: "passed" for r in range(world)},
+        "rank 1 away": {0: "[Rank 0]: Rank 1 failed to pass monitoredBarrier in 1000 ms",
+                        2: "Rank 2 successfully reached monitoredBarrier, but received errors "
+                           "while waiting for send/recv from rank 0"},
+        "ranks 1, 2 away": {0: "[Rank 0]: Ranks 1, 2 failed to pass monitoredBarrier in 1000 ms"},
+        "timeout 0": {0: "Rank 0 timed out in monitoredBarrier after 0 ms"},
+        "lonely barrier": {0: "loom: Timed out (Timeout: "},
+    }
+    want = sum(len(v) for v in expected.values())
+    problems = []
+    for _ in range(want):
+        try:
+            rank, case, msg, seconds = out.get(timeout=60)
+        except Exception:  # noqa: BLE001
+            problems.append("a rank neither passed nor raised within 60 s")
+            break
+        print(f"  rank {rank}, {case}, after {seconds:.1f} s: {msg[:200]}")
+        exp = expected.get(case, {}).get(rank)
+        if exp is None or not msg.startswith(exp):
+            problems.append(f"rank {rank}, {case}: expected {exp!r}, got {msg[:200]!r}")
+        if seconds > 5:
+            problems.append(f"rank {rank}, {case}: took {seconds:.1f} s (timeouts of 0-1 s)")
+    for p in procs:
+        p.join(30)
+        if p.is_alive():
+            p.kill()
+    return problems
+
+
 def main():
     ctx = mp.get_context("fork")
     passed = failed = 0
-    for check in (killed_rank_is_named, wrong_world_size_is_clear):
+    for check in (killed_rank_is_named, wrong_world_size_is_clear, monitored_barrier_names_late_ranks):
         print(f"{check.__name__}:", flush=True)
         problems = check(ctx)
         for pr in problems:
