@@ -54,6 +54,20 @@ struct Inbox {
   }
 };
 
+// Ranks 0..n-1 of a job of n, connected in rank order (empty on a failure).
+std::vector<std::unique_ptr<StoreClient>> ConnectAll(uint16_t port, uint64_t secret, int n) {
+  std::vector<std::unique_ptr<StoreClient>> clients;
+  for (int r = 0; r < n; ++r) {
+    auto c = StoreClient::Connect("127.0.0.1", port, secret,
+                                  StoreClient::Identity{r, n, "localhost", 100 + r},
+                                  Deadline::After(std::chrono::seconds(10)));
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    if (!c.ok()) return {};
+    clients.push_back(std::move(c.value()));
+  }
+  return clients;
+}
+
 TEST(StoreNotices, RelayedInOrderAndAnsweredForRanksThatLeft) {
   constexpr uint64_t kSecret = 0x5eed;
   constexpr int kRanks = 3;
@@ -62,20 +76,17 @@ TEST(StoreNotices, RelayedInOrderAndAnsweredForRanksThatLeft) {
   // Declared before the clients, so destroyed after them: a client's reader
   // thread may still be running its callback until the client is gone.
   std::vector<std::unique_ptr<Inbox>> inbox;
-  std::vector<std::unique_ptr<StoreClient>> clients;
-  for (int r = 0; r < kRanks; ++r) {
-    auto c = StoreClient::Connect("127.0.0.1", server.value()->port(), kSecret,
-                                  StoreClient::Identity{r, kRanks, "localhost", 100 + r},
-                                  Deadline::After(std::chrono::seconds(10)));
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::vector<std::unique_ptr<StoreClient>> clients =
+      ConnectAll(server.value()->port(), kSecret, kRanks);
+  ASSERT_EQ(clients.size(), size_t{kRanks});
+  for (auto& c : clients) {
     inbox.push_back(std::make_unique<Inbox>());
     Inbox* box = inbox.back().get();
-    c.value()->SetNoticeCallback([box](int from, bool gone, const std::string& payload) {
+    c->SetNoticeCallback([box](int from, bool gone, const std::string& payload) {
       std::lock_guard<std::mutex> lock(box->mu);
       box->got.emplace_back(from, gone, payload);
       box->cv.notify_all();
     });
-    clients.push_back(std::move(c.value()));
   }
   // Connect returns once the store registered the rank: all have joined.
   ASSERT_TRUE(clients[0]->Notify(1, "first").ok());
@@ -309,14 +320,9 @@ TEST(StoreKeys, EveryRanksValueRoundTripsInRankOrder) {
   constexpr int kRanks = 3;
   auto server = StoreServer::Start("127.0.0.1", 0, kSecret);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
-  std::vector<std::unique_ptr<StoreClient>> clients;
-  for (int r = 0; r < kRanks; ++r) {
-    auto c = StoreClient::Connect("127.0.0.1", server.value()->port(), kSecret,
-                                  StoreClient::Identity{r, kRanks, "localhost", 100 + r},
-                                  Deadline::After(std::chrono::seconds(10)));
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    clients.push_back(std::move(c.value()));
-  }
+  std::vector<std::unique_ptr<StoreClient>> clients =
+      ConnectAll(server.value()->port(), kSecret, kRanks);
+  ASSERT_EQ(clients.size(), size_t{kRanks});
   const auto soon = [] { return Deadline::After(std::chrono::seconds(10)); };
   auto none = clients[1]->GetAll("wait", soon());
   ASSERT_TRUE(none.ok()) << none.status().ToString();

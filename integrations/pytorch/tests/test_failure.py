@@ -26,6 +26,24 @@ import loom_torch  # noqa: F401
 TIMEOUT_S = 15
 
 
+def reports(out, count, timeout, problems, missing):
+    """Yields up to `count` reports from the ranks' queue; a report that does
+    not come within `timeout` s ends it with `missing` among the problems."""
+    for _ in range(count):
+        try:
+            yield out.get(timeout=timeout)
+        except Exception:  # noqa: BLE001  queue.Empty
+            problems.append(missing)
+            return
+
+
+def reap(procs, seconds):
+    for p in procs:
+        p.join(seconds)
+        if p.is_alive():
+            p.kill()
+
+
 def ddp_rank(rank, world, path, victim, out):
     torch.set_num_threads(1)
     dist.init_process_group("loom", init_method="file://" + path, rank=rank, world_size=world,
@@ -58,22 +76,15 @@ def killed_rank_is_named(ctx):
     for p in procs:
         p.start()
     problems = []
-    for _ in range(world - 1):
-        try:
-            rank, msg, seconds = out.get(timeout=TIMEOUT_S * 3)
-        except Exception:  # noqa: BLE001
-            problems.append("a surviving rank neither finished nor raised in time")
-            break
+    for rank, msg, seconds in reports(out, world - 1, TIMEOUT_S * 3, problems,
+                                      "a surviving rank neither finished nor raised in time"):
         first = msg.splitlines()[0] if msg else msg
         print(f"  rank {rank} after {seconds:.1f} s: {first[:300]}")
         if f"rank {victim}" not in msg:
             problems.append(f"rank {rank}'s error does not name rank {victim}: {first[:200]}")
         if seconds > TIMEOUT_S + 5:
             problems.append(f"rank {rank} raised after {seconds:.1f} s > timeout {TIMEOUT_S} s")
-    for p in procs:
-        p.join(10)
-        if p.is_alive():
-            p.kill()
+    reap(procs, 10)
     return problems
 
 
@@ -95,12 +106,8 @@ def wrong_world_size_is_clear(ctx):
     for p in procs:
         p.start()
     problems = []
-    for _ in range(2):
-        try:
-            rank, msg, seconds = out.get(timeout=60)
-        except Exception:  # noqa: BLE001
-            problems.append("init neither failed nor succeeded within 60 s")
-            break
+    for rank, msg, seconds in reports(out, 2, 60, problems,
+                                      "init neither failed nor succeeded within 60 s"):
         first = msg.splitlines()[0] if msg else msg
         print(f"  rank {rank} after {seconds:.1f} s: {first[:300]}")
         if "world_size 3" not in msg:
@@ -110,10 +117,7 @@ def wrong_world_size_is_clear(ctx):
             problems.append(f"rank 0: the error does not name missing rank 2: {first}")
         if seconds > 30:
             problems.append(f"rank {rank} gave up after {seconds:.1f} s")
-    for p in procs:
-        p.join(10)
-        if p.is_alive():
-            p.kill()
+    reap(procs, 10)
     return problems
 
 
@@ -185,22 +189,15 @@ def monitored_barrier_names_late_ranks(ctx):
     }
     want = sum(len(v) for v in expected.values())
     problems = []
-    for _ in range(want):
-        try:
-            rank, case, msg, seconds = out.get(timeout=60)
-        except Exception:  # noqa: BLE001
-            problems.append("a rank neither passed nor raised within 60 s")
-            break
+    for rank, case, msg, seconds in reports(out, want, 60, problems,
+                                            "a rank neither passed nor raised within 60 s"):
         print(f"  rank {rank}, {case}, after {seconds:.1f} s: {msg[:200]}")
         exp = expected.get(case, {}).get(rank)
         if exp is None or not msg.startswith(exp):
             problems.append(f"rank {rank}, {case}: expected {exp!r}, got {msg[:200]!r}")
         if seconds > 5:
             problems.append(f"rank {rank}, {case}: took {seconds:.1f} s (timeouts of 0-1 s)")
-    for p in procs:
-        p.join(30)
-        if p.is_alive():
-            p.kill()
+    reap(procs, 30)
     return problems
 
 
