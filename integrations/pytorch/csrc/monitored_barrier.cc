@@ -17,8 +17,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How often a waiting rank asks the store; a debugging barrier, not a hot path.
-constexpr std::chrono::milliseconds kPoll{2};
+// Asks the store whether `key` is there until it is or `deadline` passes,
+// first every millisecond, backing off to every 50 ms: a barrier that waits
+// long (the group's timeout can be half an hour) costs the store little.
+bool WaitForKey(c10d::Store& store, const std::string& key, Clock::time_point deadline) {
+  std::chrono::milliseconds pause{1};
+  for (;;) {
+    if (store.check({key})) return true;
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+}
 
 std::string Join(const std::vector<int>& ranks) {
   std::string s;
@@ -41,11 +51,7 @@ void ProcessGroupLoom::monitoredBarrier(const c10d::BarrierOptions& opts, bool w
     store_->set(prefix + std::to_string(rank_), yes);
     // Only rank 0 judges; the others wait for its verdict as long as the
     // group's own timeout allows, as on Gloo.
-    const auto deadline = Clock::now() + std::max(timeout, timeout_);
-    bool released = false;
-    while (!(released = store_->check({release})) && Clock::now() < deadline) {
-      std::this_thread::sleep_for(kPoll);
-    }
+    const bool released = WaitForKey(*store_, release, Clock::now() + std::max(timeout, timeout_));
     TORCH_CHECK(released && store_->get(release) == yes, "Rank ", rank_,
                 " successfully reached monitoredBarrier, but received errors while waiting for "
                 "send/recv from rank 0. Please check rank 0 logs for faulty rank.",
@@ -63,19 +69,8 @@ void ProcessGroupLoom::monitoredBarrier(const c10d::BarrierOptions& opts, bool w
   };
   if (wait_all_ranks) {
     // Every rank gets the whole timeout, so all the late ones are named.
-    for (int r = 1; r < size_; ++r) missing.push_back(r);
-    for (;;) {
-      std::vector<int> still;
-      for (int r : missing) {
-        if (store_->check({prefix + std::to_string(r)})) {
-          arrived.push_back(r);
-        } else {
-          still.push_back(r);
-        }
-      }
-      missing.swap(still);
-      if (missing.empty() || Clock::now() >= deadline) break;
-      std::this_thread::sleep_for(kPoll);
+    for (int r = 1; r < size_; ++r) {
+      if (!WaitForKey(*store_, prefix + std::to_string(r), deadline)) missing.push_back(r);
     }
     if (!missing.empty()) {
       fail("[Rank 0]: Ranks " + Join(missing) + " failed to pass monitoredBarrier in " +
@@ -90,12 +85,7 @@ void ProcessGroupLoom::monitoredBarrier(const c10d::BarrierOptions& opts, bool w
              (arrived.empty() ? std::string("No ranks successfully processed in monitoredBarrier.")
                               : "Successfully processed ranks: " + Join(arrived)));
       }
-      const std::string key = prefix + std::to_string(r);
-      bool here = false;
-      while (!(here = store_->check({key})) && Clock::now() < deadline) {
-        std::this_thread::sleep_for(kPoll);
-      }
-      if (!here) {
+      if (!WaitForKey(*store_, prefix + std::to_string(r), deadline)) {
         fail("[Rank 0]: Rank " + std::to_string(r) + " failed to pass monitoredBarrier in " +
              std::to_string(timeout.count()) + " ms");
       }
